@@ -1,0 +1,4 @@
+from mlx_edge.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""`mlx-edge doctor`: is this install usable, and what will run where?"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+IS_LINUX = sys.platform.startswith("linux")
+IS_MAC = sys.platform == "darwin"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    dist: str  # distribution name on PyPI
+    spec: str  # tested range
+    required: bool  # False: only some stages need it
+    why: str = ""
+
+
+# The tested set (README: "Tested versions"). Linux pins what FACTS.md measured; macOS takes its wheels.
+TESTED = (
+    Requirement("mlx", ">=0.32,<0.33", True, "the student and the MLX teacher"),
+    Requirement("mlx-lm", ">=0.32,<0.33", False, "augment: local LLM generation"),
+    Requirement("numpy", ">=1.26,<2.3", True, "coremltools 9.0 fails to convert with numpy 2.4"),
+    Requirement("torch", "==2.13.0" if IS_LINUX else ">=2.6", False, "teacher training, export tracing"),
+    Requirement("transformers", ">=5.7,<6", False, "teacher training; mlx-lm 0.32 needs >= 5.7"),
+    Requirement("tokenizers", ">=0.22", True, "tokenization"),
+    Requirement("safetensors", ">=0.4", True, "weights on disk"),
+    Requirement("coremltools", "==9.0", False, "CoreML export"),
+    Requirement("onnx", ">=1.17", False, "ONNX export"),
+    Requirement("onnxruntime", ">=1.20", False, "ONNX parity checks and bench"),
+    Requirement("click", ">=8.1", True, "the CLI"),
+)
+PYTHON_SPEC = ">=3.10,<3.14"
+
+
+@dataclass
+class Check:
+    name: str
+    found: str | None
+    wanted: str
+    ok: bool
+    required: bool
+    fix: str = ""
+
+
+@dataclass
+class Report:
+    python: Check
+    packages: list[Check]
+    platform: str
+    devices: dict[str, object] = field(default_factory=dict)
+    blas: dict[str, object] = field(default_factory=dict)
+    coreml_predict: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def usable(self) -> bool:
+        return self.python.ok and all(c.ok for c in self.packages if c.required)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["usable"] = self.usable
+        return out
+
+
+def _installed(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _in_range(found: str, spec: str) -> bool:
+    try:
+        # Compare the public part: a local "+cpu" build satisfies "==2.13.0".
+        return Version(Version(found).public) in SpecifierSet(spec)
+    except InvalidVersion:
+        return False
+
+
+def check_packages() -> list[Check]:
+    checks = []
+    for req in TESTED:
+        found = _installed(req.dist)
+        ok = found is not None and _in_range(found, req.spec)
+        pin = f"{req.dist}{req.spec}"
+        fix = "" if ok else f'pip install "{pin}"' + (f"  ({req.why})" if req.why else "")
+        checks.append(Check(req.dist, found, req.spec, ok, req.required, fix))
+    return checks
+
+
+def check_python() -> Check:
+    found = platform.python_version()
+    ok = _in_range(found, PYTHON_SPEC)
+    return Check("python", found, PYTHON_SPEC, ok, True, "" if ok else "use Python 3.11 (tested) in a venv")
+
+
+def probe_devices() -> dict[str, object]:
+    devices: dict[str, object] = {}
+    try:
+        from mlx_edge.devices import mlx_gpu_kind
+
+        devices["mlx"] = {"gpu": mlx_gpu_kind(), "cpu": True}
+    except Exception as exc:  # a broken mlx install must not crash the doctor
+        devices["mlx"] = {"error": str(exc)}
+    if _installed("torch"):
+        try:
+            from mlx_edge.devices import torch_backends_available
+
+            devices["torch"] = torch_backends_available()
+        except Exception as exc:
+            devices["torch"] = {"error": str(exc)}
+    return devices
+
+
+def probe_blas(seconds: float = 0.3) -> dict[str, object]:
+    try:
+        import mlx.core as mx
+
+        from mlx_edge._blas import blas_info
+    except Exception as exc:
+        return {"name": "unknown", "error": str(exc)}
+    info = blas_info()
+    out: dict[str, object] = {"name": info.name, "library": info.library, "detail": info.detail}
+    with mx.stream(mx.cpu):
+        a, b = mx.random.normal((512, 512)), mx.random.normal((512, 512))
+        mx.eval(a @ b)
+        runs, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            mx.eval(a @ b)
+            runs += 1
+        elapsed = time.perf_counter() - start
+    out["cpu_matmul_gflops"] = round(2 * 512**3 * runs / elapsed / 1e9, 1)
+    return out
+
+
+def probe_coreml() -> dict[str, object]:
+    if IS_MAC:
+        return {"possible": True, "detail": "macOS: MLModel.predict runs (CPU, GPU, Neural Engine)"}
+    return {"possible": False,
+            "detail": "coremltools predicts only on macOS; export and `mlx-edge check` work here"}
+
+
+def run_doctor() -> Report:
+    return Report(python=check_python(), packages=check_packages(),
+                  platform=f"{platform.system()} {platform.machine()} ({platform.platform()})",
+                  devices=probe_devices(), blas=probe_blas(), coreml_predict=probe_coreml())
+
+
+def format_report(report: Report) -> str:
+    lines = [f"platform   {report.platform}"]
+    rows = [report.python, *report.packages]
+    for c in rows:
+        mark = "ok " if c.ok else ("ERR" if c.required else "warn")
+        lines.append(f"[{mark:<4}] {c.name:<13} {c.found or 'not installed':<16} tested {c.wanted}"
+                     + (f"   fix: {c.fix}" if c.fix else ""))
+    mlx_dev = report.devices.get("mlx", {})
+    torch_dev = report.devices.get("torch", {})
+    lines.append(f"devices    mlx: gpu={mlx_dev.get('gpu') or 'none'} cpu=yes"
+                 + (f"   torch: {', '.join(k for k, v in torch_dev.items() if v is True)}" if torch_dev else ""))
+    blas = report.blas
+    speed = f", {blas['cpu_matmul_gflops']} GFLOP/s fp32 matmul" if "cpu_matmul_gflops" in blas else ""
+    lines.append(f"blas       MLX CPU uses {blas.get('name')}{speed} ({blas.get('detail', blas.get('error', ''))})")
+    if IS_LINUX and blas.get("name") == "bundled reference BLAS":
+        lines.append("           fix: apt-get install libopenblas0-pthread (MLX CPU is ~40x faster with it)")
+    lines.append(f"coreml     predict here: {'yes' if report.coreml_predict['possible'] else 'no'}"
+                 f" ({report.coreml_predict['detail']})")
+    lines.append("usable: yes" if report.usable else "usable: NO (fix the ERR lines above)")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Models: the MLX BERT (`bert.py`) and loading/saving Hugging Face directories (`checkpoint.py`)."""

@@ -1,0 +1,335 @@
+"""BERT in MLX, with Hugging Face parameter names.
+
+One implementation serves the student and the teacher (when the teacher runs in MLX). Parameter
+paths are exactly those of `transformers.BertForSequenceClassification`
+(`bert.encoder.layer.0.attention.self.query.weight`, `classifier.weight`, ...), so a checkpoint
+moves between the two with no renaming beyond `sanitize()`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from mlx_edge.errors import ModelError
+
+# Hugging Face `hidden_act` names -> MLX functions.
+ACTIVATIONS = {
+    "gelu": nn.gelu,  # exact (erf)
+    "gelu_new": nn.gelu_approx,  # tanh approximation
+    "gelu_pytorch_tanh": nn.gelu_approx,
+    "gelu_fast": nn.gelu_approx,
+    "quick_gelu": nn.gelu_fast_approx,  # x * sigmoid(1.702 x)
+    "relu": nn.relu,
+    "silu": nn.silu,
+    "swish": nn.silu,
+    "tanh": mx.tanh,
+}
+
+BERT_LIKE_TYPES = {"bert", "roberta", "xlm-roberta", "distilbert", "electra", "camembert", "ernie"}
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    initializer_range: float = 0.02
+    position_embedding_type: str = "absolute"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    classifier_dropout: float | None = None
+    id2label: dict[int, str] = field(default_factory=lambda: {0: "LABEL_0", 1: "LABEL_1"})
+    model_type: str = "bert"
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any]) -> "BertConfig":
+        """Build from an HF `config.json` dict; unknown keys are ignored, BERT-likeness is checked."""
+        _check_bert_like(params)
+        known = inspect.signature(cls).parameters
+        kwargs = {k: v for k, v in params.items() if k in known}
+        if "id2label" in params:
+            kwargs["id2label"] = {int(k): str(v) for k, v in params["id2label"].items()}
+        elif "num_labels" in params:
+            kwargs["id2label"] = {i: f"LABEL_{i}" for i in range(int(params["num_labels"]))}
+        config = cls(**kwargs)
+        config.validate()
+        return config
+
+    def to_dict(self) -> dict[str, Any]:
+        """An HF-compatible `config.json` for BertForSequenceClassification."""
+        out = {k: getattr(self, k) for k in inspect.signature(type(self)).parameters}
+        out["id2label"] = {str(i): label for i, label in sorted(self.id2label.items())}
+        out["label2id"] = {label: i for i, label in sorted(self.id2label.items())}
+        out["model_type"] = "bert"
+        out["architectures"] = ["BertForSequenceClassification"]
+        return out
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.id2label)
+
+    @property
+    def labels(self) -> list[str]:
+        return [self.id2label[i] for i in range(self.num_labels)]
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def validate(self) -> None:
+        if self.hidden_size % self.num_attention_heads:
+            raise ModelError(
+                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
+                f"{self.num_attention_heads}", "fix config.json")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ModelError(f"hidden_act {self.hidden_act!r} is not supported",
+                             f"use one of {', '.join(sorted(ACTIVATIONS))}")
+        if self.position_embedding_type != "absolute":
+            raise ModelError(f"position_embedding_type {self.position_embedding_type!r} is not supported",
+                             "only absolute position embeddings (BERT, MiniLM, TinyBERT) are")
+        if sorted(self.id2label) != list(range(len(self.id2label))):
+            raise ModelError("id2label must number labels 0..N-1 without gaps", "fix config.json")
+
+
+def _check_bert_like(params: dict[str, Any]) -> None:
+    model_type = params.get("model_type")
+    needed = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+    missing = [k for k in needed if k not in params]
+    if model_type not in BERT_LIKE_TYPES or missing:
+        what = f"model_type {model_type!r}" if model_type not in BERT_LIKE_TYPES else f"missing {', '.join(missing)}"
+        raise ModelError(f"config.json is not a BERT-like encoder ({what})",
+                         "pass a BERT-family model such as bert-base-chinese or all-MiniLM-L6-v2")
+    if model_type != "bert":
+        raise ModelError(f"model_type {model_type!r} is BERT-like but its weights are laid out differently",
+                         "mlx-edge loads BERT-architecture checkpoints (BERT, MiniLM, TinyBERT, MacBERT)")
+
+
+@dataclass
+class BertOutput:
+    logits: mx.array  # (B, num_labels)
+    pooled: mx.array  # (B, H): tanh(dense(h[CLS])), the head's input
+    last_hidden: mx.array  # (B, L, H): the last layer's output
+    hidden_states: list[mx.array] | None = None  # num_layers + 1 tensors (B, L, H); [0] = embeddings
+    attentions: list[mx.array] | None = None  # num_layers tensors (B, heads, L, L), probabilities
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def __call__(self, input_ids: mx.array, token_type_ids: mx.array | None) -> mx.array:
+        positions = mx.arange(input_ids.shape[1])
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions)
+        if token_type_ids is None:
+            x = x + self.token_type_embeddings.weight[0]
+        else:
+            x = x + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.LayerNorm(x))
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.scale = 1.0 / math.sqrt(config.head_dim)
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+
+    def __call__(self, x: mx.array, mask: mx.array, return_probs: bool) -> tuple[mx.array, mx.array | None]:
+        B, L, H = x.shape
+        # (B, L, H) -> (B, heads, L, head_dim)
+        q, k, v = (proj(x).reshape(B, L, self.num_heads, -1).transpose(0, 2, 1, 3)
+                   for proj in (self.query, self.key, self.value))
+        if return_probs or self.training:
+            scores = (q * self.scale) @ k.transpose(0, 1, 3, 2) + mask
+            probs = mx.softmax(scores, axis=-1, precise=True)
+            context = self.dropout(probs) @ v
+        else:
+            probs = None
+            context = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
+        return context.transpose(0, 2, 1, 3).reshape(B, L, H), probs
+
+
+class BertSelfOutput(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def __call__(self, x: mx.array, residual: mx.array) -> mx.array:
+        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
+
+
+class BertAttention(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.self = BertSelfAttention(config)
+        self.output = BertSelfOutput(config)
+
+    def __call__(self, x, mask, return_probs):
+        context, probs = self.self(x, mask, return_probs)
+        return self.output(context, x), probs
+
+
+class BertIntermediate(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.act = ACTIVATIONS[config.hidden_act]
+
+    def __call__(self, x: mx.array) -> mx.array:
+        return self.act(self.dense(x))
+
+
+class BertOutputBlock(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def __call__(self, x: mx.array, residual: mx.array) -> mx.array:
+        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutputBlock(config)
+
+    def __call__(self, x, mask, return_probs):
+        attended, probs = self.attention(x, mask, return_probs)
+        return self.output(self.intermediate(attended), attended), probs
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.layer = [BertLayer(config) for _ in range(config.num_hidden_layers)]
+
+
+class BertPooler(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def __call__(self, hidden: mx.array) -> mx.array:
+        return mx.tanh(self.dense(hidden[:, 0]))
+
+
+class BertModel(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config)
+
+
+class BertForSequenceClassification(nn.Module):
+    """The classifier. `model(input_ids, attention_mask)` -> BertOutput."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+
+    def __call__(
+        self,
+        input_ids: mx.array,
+        attention_mask: mx.array | None = None,
+        token_type_ids: mx.array | None = None,
+        *,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> BertOutput:
+        if attention_mask is None:
+            attention_mask = mx.ones(input_ids.shape, dtype=mx.int32)
+        x = self.bert.embeddings(input_ids, token_type_ids)
+        mask = additive_mask(attention_mask, x.dtype)
+        hidden_states = [x] if output_hidden_states else None
+        attentions = [] if output_attentions else None
+        for layer in self.bert.encoder.layer:
+            x, probs = layer(x, mask, output_attentions)
+            if output_hidden_states:
+                hidden_states.append(x)
+            if output_attentions:
+                attentions.append(probs)
+        pooled = self.bert.pooler(x)
+        logits = self.classifier(self.dropout(pooled))
+        return BertOutput(logits, pooled, x, hidden_states, attentions)
+
+    @property
+    def layers(self) -> list[BertLayer]:
+        return self.bert.encoder.layer
+
+
+def additive_mask(attention_mask: mx.array, dtype: mx.Dtype) -> mx.array:
+    """(B, L) 1/0 mask -> (B, 1, 1, L) additive mask: 0 where attended, dtype-min where padded."""
+    # The dtype's minimum rather than -inf: a fully padded row stays finite (as in transformers).
+    neg = mx.finfo(dtype).min
+    keep = attention_mask.astype(mx.bool_)[:, None, None, :]
+    return mx.where(keep, mx.array(0.0, dtype), mx.array(neg, dtype))
+
+
+def init_weights(model: BertForSequenceClassification, seed: int = 0) -> None:
+    """BERT's initialization: N(0, initializer_range) weights, zero biases, unit LayerNorm."""
+    std = model.config.initializer_range
+    key = mx.random.key(seed)
+    new = {}
+    for i, (name, value) in enumerate(_flat(model.parameters())):
+        if "LayerNorm" in name:
+            new[name] = mx.ones_like(value) if name.endswith("weight") else mx.zeros_like(value)
+        elif name.endswith("bias"):
+            new[name] = mx.zeros_like(value)
+        else:
+            new[name] = std * mx.random.normal(value.shape, key=mx.random.fold_in(key, i))
+    model.load_weights(list(new.items()))
+
+
+def _flat(tree, prefix: str = ""):
+    from mlx.utils import tree_flatten
+
+    return tree_flatten(tree, prefix)
+
+
+def sanitize(weights: dict[str, Any]) -> dict[str, Any]:
+    """Map an HF BERT checkpoint's names onto this model's (pure; the only renaming there is).
+
+    Handles bare `BertModel` checkpoints (no `bert.` prefix), TF-era `gamma`/`beta` LayerNorm names,
+    and drops buffers and pre-training heads that a classifier does not use.
+    """
+    out = {}
+    for name, value in weights.items():
+        if name.endswith(("position_ids", "token_type_ids")) or name.startswith(("cls.", "lm_head.")):
+            continue
+        if name.startswith(("embeddings.", "encoder.", "pooler.")):
+            name = "bert." + name
+        name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        out[name] = value
+    return out

@@ -1,0 +1,129 @@
+"""The model's own WordPiece tokenizer through the `tokenizers` library (Rust; no PyTorch import).
+
+Reads `tokenizer.json` when the directory has one (what transformers' fast tokenizer uses), else
+builds the same BERT tokenizer from `vocab.txt` and `tokenizer_config.json`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlx_edge.errors import ModelError
+
+
+@dataclass(frozen=True)
+class TokenizerSettings:
+    """What the Swift tokenizer needs to tokenize exactly as this one does."""
+
+    do_lower_case: bool
+    strip_accents: bool | None
+    tokenize_chinese_chars: bool
+    clean_text: bool
+    cls_token: str = "[CLS]"
+    sep_token: str = "[SEP]"
+    pad_token: str = "[PAD]"
+    unk_token: str = "[UNK]"
+
+
+class TextTokenizer:
+    def __init__(self, backend, settings: TokenizerSettings, source: Path):
+        self._tk = backend
+        self.settings = settings
+        self.source = source
+        self._tk.no_padding()
+        self.pad_id = self.token_id(settings.pad_token)
+        self.cls_id = self.token_id(settings.cls_token)
+        self.sep_id = self.token_id(settings.sep_token)
+        self.unk_id = self.token_id(settings.unk_token)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tk.get_vocab_size(with_added_tokens=True)
+
+    def token_id(self, token: str) -> int:
+        token_id = self._tk.token_to_id(token)
+        if token_id is None:
+            raise ModelError(f"tokenizer in {self.source} has no {token} token", "use a BERT WordPiece tokenizer")
+        return token_id
+
+    def encode_batch(self, texts: list[str], *, max_length: int) -> list[list[int]]:
+        """Ids with [CLS]/[SEP], truncated to `max_length`, unpadded."""
+        if max_length < 2:
+            raise ModelError(f"max length {max_length} is too small", "use at least 8")
+        self._tk.enable_truncation(max_length)
+        return [e.ids for e in self._tk.encode_batch(list(texts))]
+
+    def tokenize(self, text: str) -> list[str]:
+        self._tk.no_truncation()
+        return self._tk.encode(text, add_special_tokens=False).tokens
+
+
+def load_tokenizer(model_dir: str | Path) -> TextTokenizer:
+    from tokenizers import Tokenizer
+
+    model_dir = Path(model_dir)
+    config = _read_json(model_dir / "tokenizer_config.json")
+    if (model_dir / "tokenizer.json").is_file():
+        try:
+            backend = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        except Exception as exc:  # tokenizers raises a plain Exception for malformed files
+            raise ModelError(f"cannot read {model_dir / 'tokenizer.json'}: {exc}") from exc
+        settings = _settings_from_normalizer(json.loads((model_dir / "tokenizer.json").read_text()), config)
+    elif (model_dir / "vocab.txt").is_file():
+        from tokenizers.implementations import BertWordPieceTokenizer
+
+        settings = _settings_from_config(config)
+        wrapper = BertWordPieceTokenizer(
+            str(model_dir / "vocab.txt"), clean_text=settings.clean_text,
+            handle_chinese_chars=settings.tokenize_chinese_chars, strip_accents=settings.strip_accents,
+            lowercase=settings.do_lower_case, unk_token=settings.unk_token, sep_token=settings.sep_token,
+            cls_token=settings.cls_token, pad_token=settings.pad_token)
+        backend = wrapper._tokenizer
+    else:
+        raise ModelError(f"{model_dir} has no tokenizer (tokenizer.json or vocab.txt)",
+                         "copy the tokenizer files of the model next to its config.json")
+    return TextTokenizer(backend, settings, model_dir)
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ModelError(f"{path} is not valid JSON ({exc})") from exc
+
+
+def _special_tokens(config: dict) -> dict[str, str]:
+    out = {}
+    for key in ("cls_token", "sep_token", "pad_token", "unk_token"):
+        value = config.get(key)
+        if isinstance(value, dict):  # AddedToken serialized
+            value = value.get("content")
+        if isinstance(value, str):
+            out[key] = value
+    return out
+
+
+def _settings_from_config(config: dict) -> TokenizerSettings:
+    return TokenizerSettings(
+        do_lower_case=bool(config.get("do_lower_case", True)),
+        strip_accents=config.get("strip_accents"),
+        tokenize_chinese_chars=bool(config.get("tokenize_chinese_chars", True)),
+        clean_text=True,
+        **_special_tokens(config))
+
+
+def _settings_from_normalizer(tokenizer_json: dict, config: dict) -> TokenizerSettings:
+    normalizer = tokenizer_json.get("normalizer") or {}
+    if normalizer.get("type") != "BertNormalizer":
+        raise ModelError(f"tokenizer normalizer {normalizer.get('type')!r} is not BERT's WordPiece normalizer",
+                         "mlx-edge (and its Swift tokenizer) support BERT WordPiece tokenizers")
+    return TokenizerSettings(
+        do_lower_case=bool(normalizer.get("lowercase", True)),
+        strip_accents=normalizer.get("strip_accents"),
+        tokenize_chinese_chars=bool(normalizer.get("handle_chinese_chars", True)),
+        clean_text=bool(normalizer.get("clean_text", True)),
+        **_special_tokens(config))

