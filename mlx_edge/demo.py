@@ -129,7 +129,7 @@ def run_demo(*, out_dir: Path, teacher_dir: Path | None = None, max_length: int 
         "data": {name: len(split) for name, split in splits.items()},
         "labels": label_map.labels,
         "max_length": max_length,
-        "device": str(dev),
+        "device": "gpu" if dev == mx.gpu else "cpu",
         "blas": blas_info().name,
         "embed_texts_per_second": round(n_texts / seconds, 1),
         "probe_train_loss": round(final_loss, 4),

