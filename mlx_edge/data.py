@@ -191,6 +191,8 @@ def _pick_column(path: Path, columns: list[str], given: str | None, names: tuple
     if given is not None:
         if given in columns:
             return given
+        if _is_int(given) and 0 <= int(given) < len(columns):
+            return columns[int(given)]
         raise DataError(f"{path} has no column {given!r}; columns found: {', '.join(columns)}",
                         f"pass --{role}-column with one of those")
     by_lower = {c.lower(): c for c in columns}

@@ -48,6 +48,12 @@ def test_given_columns_and_utf8_bom(tmp_path):
     path.write_bytes("\ufeffid,body,tag\n1,复习线性代数,study\n2,交房租,finance\n".encode("utf-8"))
     data = read_labeled(path, text_column="body", label_column="tag")
     assert data.texts == ["复习线性代数", "交房租"] and data.labels == ["study", "finance"]
+    headerless = write(tmp_path / "b.csv", "1,复习线性代数,study\n2,交房租,finance\n")
+    by_index = read_labeled(headerless, text_column="1", label_column="2")
+    assert by_index.texts == data.texts and by_index.labels == data.labels
+    known_header = write(tmp_path / "c.csv", "id,text,label\n1,复习线性代数,study\n2,交房租,finance\n")
+    by_index = read_labeled(known_header, text_column="1", label_column="2")
+    assert by_index.texts == data.texts and by_index.labels == data.labels
 
 
 def test_errors_name_the_line(tmp_path):
