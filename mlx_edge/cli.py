@@ -193,5 +193,6 @@ def demo(out, teacher_dir, max_length, limit, device, quiet):
     click.echo(format_demo_report(report))
 
 
-if __name__ == "__main__":
-    main()
+# Stage commands live in their own modules (cli_<stage>.py), which import `main` from here and
+# register with @main.command()/@main.group(); they must import only click at module level.
+# One import line per built stage, below.

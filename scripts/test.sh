@@ -1,22 +1,32 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh) and run every test: pytest, then the Swift package's build and tests.
+# Extra arguments go to pytest. Ends with one summary line: "total: N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh || { echo "setup failed" >&2; exit 1; }
 
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-.venv/bin/python -m pytest "$@"
-status=$?
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+.venv/bin/python -m pytest "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure here" >&2
   exit 1
 fi
 [ "$status" -eq 0 ] || exit "$status"
+py_passed=$(grep -Eo '[0-9]+ passed' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 
+swift_passed=0
 if [ -f swift/Package.swift ]; then
   if command -v swift >/dev/null 2>&1; then
-    (cd swift && swift build && swift test) || exit 1
+    # XCTest only: the package has no Swift Testing tests, whose runner would close on "0 tests".
+    (cd swift && swift build && swift test --disable-swift-testing) 2>&1 | tee "$log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+    swift_passed=$(grep -Eo 'Executed [0-9]+ tests, with 0 failures' "$log" | tail -1 | grep -Eo '[0-9]+' | head -1)
+    [ -n "$swift_passed" ] && [ "$swift_passed" -gt 0 ] || { echo "swift test ran no tests" >&2; exit 1; }
   elif [ -n "${CI:-}" ]; then
     echo "swift toolchain not found: CI must build and test swift/" >&2
     exit 1
@@ -24,3 +34,4 @@ if [ -f swift/Package.swift ]; then
     echo "[test] swift toolchain not found: skipping swift/ (install Swift 6 to run it)" >&2
   fi
 fi
+echo "total: $((py_passed + swift_passed)) passed, 0 failed"
