@@ -196,3 +196,4 @@ def demo(out, teacher_dir, max_length, limit, device, quiet):
 # Stage commands live in their own modules (cli_<stage>.py), which import `main` from here and
 # register with @main.command()/@main.group(); they must import only click at module level.
 # One import line per built stage, below.
+from mlx_edge import cli_teacher  # noqa: E402,F401

@@ -1,0 +1,58 @@
+"""The small JSON manifest every stage directory carries: what made it, from what, with which versions.
+
+The next stage reads it and refuses a mismatch (another tokenizer, other labels, ...) with a clear
+message. (The export bundle's `manifest.json` is a separate, richer contract with the Swift side.)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import platform
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from mlx_edge import __version__
+from mlx_edge.errors import MlxEdgeError
+from mlx_edge.fileio import atomic_write_json, sha256_file
+
+MANIFEST_NAME = "mlx_edge_manifest.json"
+TRACKED_PACKAGES = ("mlx", "torch", "transformers", "tokenizers", "safetensors", "numpy", "coremltools")
+
+
+def versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version(), "mlx-edge": __version__}
+    for dist in TRACKED_PACKAGES:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def file_fingerprint(path: Path) -> dict[str, Any]:
+    path = Path(path)
+    return {"path": str(path), "sha256": sha256_file(path), "bytes": path.stat().st_size}
+
+
+def write_manifest(directory: Path, kind: str, **fields: Any) -> dict[str, Any]:
+    manifest = {"kind": kind, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "versions": versions(), **fields}
+    atomic_write_json(Path(directory) / MANIFEST_NAME, manifest)
+    return manifest
+
+
+def read_manifest(directory: Path, kind: str | None = None) -> dict[str, Any] | None:
+    """The manifest, or None when the directory has none (e.g. a model from the hub)."""
+    path = Path(directory) / MANIFEST_NAME
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise MlxEdgeError(f"{path} is not valid JSON ({exc})", "delete it and re-run the stage") from exc
+    if kind is not None and manifest.get("kind") != kind:
+        raise MlxEdgeError(f"{directory} holds a {manifest.get('kind')!r} output, not {kind!r}",
+                           "check which directory you passed")
+    return manifest

@@ -1,0 +1,249 @@
+"""`teacher label`: run the teacher over text and write the targets cache (see mlx_edge/targets.py).
+
+Backends: `torch` (CUDA > MPS > CPU, transformers' own model) or `mlx` (the teacher's weights in
+the MLX BERT: on a Mac the fastest path). Both tokenize with the teacher's tokenizer through the
+`tokenizers` library, so their rows line up exactly.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from mlx_edge.data import bucketed_batches, collate, read_labeled
+from mlx_edge.errors import MlxEdgeError, ModelError
+from mlx_edge.manifest import file_fingerprint, read_manifest, write_manifest
+from mlx_edge.targets import (TargetsError, estimate_bytes, human_bytes, read_index, text_hash, write_index,
+                              write_shard)
+from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, head_labels, tokenizer_hash
+
+BACKENDS = ("torch", "mlx")
+
+
+@dataclass
+class LabelResult:
+    out_dir: str
+    examples: int
+    shards: int
+    resumed_from: int  # shards already complete when this run started
+    bytes_written: int
+    samples_per_second: float
+    backend: str
+
+
+def label_targets(*, teacher: Path, data: list[Path], out: Path, backend: str = "torch", device: str = "auto",
+                  batch_size: int = 64, max_length: int | None = None, hidden_layers: list[int] | None = None,
+                  attention_layers: list[int] | None = None, shard_size: int = 1024,
+                  text_column: str | None = None, label_column: str | None = None, force: bool = False,
+                  progress: bool = True, on_shard: Callable[[int, int], None] | None = None) -> LabelResult:
+    """Write (or finish) a targets cache of `teacher` over the texts of `data` files, in order."""
+    teacher, out = Path(teacher), Path(out)
+    if backend not in BACKENDS:
+        raise MlxEdgeError(f"unknown backend {backend!r}", f"use one of {', '.join(BACKENDS)}")
+    config = check_local_model(teacher)
+    labels = head_labels(config)
+    if labels is None:
+        raise ModelError(f"{teacher} has no trained classification head",
+                         "fine-tune it first: mlx-edge teacher train --model ... --out DIR")
+    texts, data_labels, fingerprints = _read_texts(data, text_column, label_column)
+    unknown = sorted(set(data_labels) - set(labels))
+    if unknown:
+        raise ModelError(f"the teacher's labels {labels} differ from the data's labels {sorted(set(data_labels))}",
+                         f"{', '.join(unknown)} unknown to the teacher: label data of the teacher's task")
+
+    from mlx_edge.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(teacher)
+    teacher_manifest = read_manifest(teacher) or {}
+    max_length = min(max_length or teacher_manifest.get("max_length", 128), config["max_position_embeddings"])
+    n_layers = config["num_hidden_layers"]
+    hidden_layers = _check_layers(hidden_layers or [], 0, n_layers, "--hidden-layers")
+    attention_layers = _check_layers(attention_layers or [], 1, n_layers, "--attention-layers")
+    ids = [np.asarray(x, dtype=np.int32) for x in tokenizer.encode_batch(texts, max_length=max_length)]
+    lengths = np.array([len(x) for x in ids])
+
+    setup = {"teacher": str(teacher.resolve()), "teacher_hash": file_hash_of_weights(teacher),
+             "tokenizer_hash": tokenizer_hash(teacher), "tokenizer": vars(tokenizer.settings),
+             "max_length": max_length, "labels": labels, "hidden_layers": hidden_layers,
+             "attention_layers": attention_layers, "shard_size": shard_size, "examples": len(texts),
+             "data": fingerprints, "backend": backend}
+    done = _resume_point(out, setup, force)
+    start_example = sum(s["count"] for s in done)
+    if start_example == len(texts):
+        return LabelResult(str(out), len(texts), len(done), len(done), 0, 0.0, backend)
+
+    need = estimate_bytes(lengths[start_example:], shard_size=shard_size, num_labels=len(labels),
+                          hidden_size=config["hidden_size"], heads=config["num_attention_heads"],
+                          hidden_layers=hidden_layers, attention_layers=attention_layers)
+    free = shutil.disk_usage(_existing_ancestor(out)).free
+    if need > free * 0.95:
+        raise TargetsError(f"the targets cache needs about {human_bytes(need)} but only {human_bytes(free)} "
+                           f"is free on the disk of {out}",
+                           "use fewer --hidden-layers, drop --attention-layers, lower --max-length, or another --out")
+    if not done:
+        out.mkdir(parents=True, exist_ok=True)
+        write_manifest(out, "targets", **setup)
+        write_index(out, [])
+
+    if backend == "torch":
+        from mlx_edge.teacher.source import transformers_progress
+
+        transformers_progress(progress)
+        forward = _torch_forward(teacher, device, attention_layers)
+    else:
+        forward = _mlx_forward(teacher, device)
+    hashes = np.array([text_hash(t) for t in texts], dtype=np.int64)
+    shards, written, started = list(done), 0, time.perf_counter()
+    bar = _bar(len(texts), start_example, progress)
+    for number in range(len(done), -(-len(texts) // shard_size)):
+        rows = np.arange(number * shard_size, min(len(texts), (number + 1) * shard_size))
+        tensors = _label_shard(forward, ids, rows, pad_id=tokenizer.pad_id, batch_size=batch_size,
+                               hidden_layers=hidden_layers, attention_layers=attention_layers)
+        tensors.update(ids=rows.astype(np.int64), text_hash=hashes[rows], lengths=lengths[rows].astype(np.int32))
+        entry = write_shard(out, number, tensors)
+        shards.append(entry)
+        write_index(out, shards)
+        written += (out / entry["file"]).stat().st_size
+        if bar is not None:
+            bar.update(len(rows))
+        if on_shard is not None:
+            on_shard(number, len(rows))
+    if bar is not None:
+        bar.close()
+    elapsed = time.perf_counter() - started
+    return LabelResult(str(out), len(texts), len(shards), len(done), written,
+                       (len(texts) - start_example) / max(elapsed, 1e-9), backend)
+
+
+def _read_texts(paths: list[Path], text_column, label_column):
+    if not paths:
+        raise MlxEdgeError("no --data file given", "pass one or more labeled files with --data")
+    texts, labels, fingerprints = [], [], []
+    for path in paths:
+        part = read_labeled(path, text_column=text_column, label_column=label_column)
+        texts += part.texts
+        labels += part.labels
+        fingerprints.append(file_fingerprint(path))
+    return texts, labels, fingerprints
+
+
+def _check_layers(layers: list[int], low: int, high: int, option: str) -> list[int]:
+    bad = [k for k in layers if not low <= k <= high]
+    if bad:
+        raise MlxEdgeError(f"{option} {bad} out of range: this teacher has layers {low}..{high}",
+                           f"choose layers between {low} and {high}")
+    return sorted(set(layers))
+
+
+def _existing_ancestor(path: Path) -> Path:
+    path = path.resolve()
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+def _resume_point(out: Path, setup: dict, force: bool) -> list[dict]:
+    """Completed shards to keep (resume), after checking `out` holds this very setup."""
+    existing = read_manifest(out) if out.is_dir() else None
+    if out.exists() and force:
+        shutil.rmtree(out) if out.is_dir() else out.unlink()
+        existing = None
+    elif out.exists() and existing is None:
+        if out.is_dir() and not any(out.iterdir()):
+            existing = None
+        else:
+            raise TargetsError(f"{out} exists and is not a targets cache", "choose another --out, or --force")
+    if existing is not None:
+        if existing.get("kind") != "targets" or {k: existing.get(k) for k in setup} != setup:
+            changed = sorted(k for k in setup if existing.get(k) != setup[k])
+            raise TargetsError(f"{out} holds targets of another setup (differs in: {', '.join(changed)})",
+                               "pass --force to start over, or choose another --out")
+        shards = read_index(out)
+        for shard in shards:
+            if not (out / shard["file"]).is_file():
+                raise TargetsError(f"{out / shard['file']} is missing", "pass --force to start over")
+        for stray in out.glob(".shard-*"):  # temp files of an interrupted write
+            stray.unlink()
+        return shards
+    return []
+
+
+def _label_shard(forward, ids, rows, *, pad_id, batch_size, hidden_layers, attention_layers) -> dict:
+    longest = max(len(ids[r]) for r in rows)
+    n = len(rows)
+    logits = None
+    hidden = {k: None for k in hidden_layers}
+    attention = {k: None for k in attention_layers}
+    for batch in bucketed_batches(np.array([len(ids[r]) for r in rows]), batch_size, shuffle=False):
+        input_ids, mask = collate([ids[rows[i]] for i in batch], pad_id=pad_id, multiple=1)
+        out_logits, out_hidden, out_attn = forward(input_ids, mask, bool(hidden_layers), bool(attention_layers))
+        width = input_ids.shape[1]
+        if logits is None:
+            logits = np.zeros((n, out_logits.shape[1]), np.float32)
+        logits[batch] = out_logits
+        for k in hidden_layers:
+            if hidden[k] is None:
+                hidden[k] = np.zeros((n, longest, out_hidden[k].shape[-1]), np.float16)
+            hidden[k][batch, :width] = out_hidden[k]
+        for k in attention_layers:
+            if attention[k] is None:
+                attention[k] = np.zeros((n, out_attn[k - 1].shape[1], longest, longest), np.float16)
+            attention[k][batch, :, :width, :width] = out_attn[k - 1]
+    tensors = {"logits": logits}
+    tensors.update({f"hidden.{k}": v for k, v in hidden.items()})
+    tensors.update({f"attention.{k}": v for k, v in attention.items()})
+    return tensors
+
+
+def _torch_forward(teacher: Path, device: str, attention_layers: list[int]):
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from mlx_edge.devices import torch_placement
+
+    placement = torch_placement(device)
+    kwargs = {"attn_implementation": "eager"} if attention_layers else {}
+    net = AutoModelForSequenceClassification.from_pretrained(teacher, **kwargs).to(placement.device).eval()
+
+    def forward(input_ids, mask, want_hidden, want_attn):
+        with torch.no_grad():
+            out = net(input_ids=torch.from_numpy(input_ids).long().to(placement.device),
+                      attention_mask=torch.from_numpy(mask).long().to(placement.device),
+                      output_hidden_states=want_hidden, output_attentions=want_attn)
+        hidden = [h.float().cpu().numpy() for h in out.hidden_states] if want_hidden else None
+        attn = [a.float().cpu().numpy() for a in out.attentions] if want_attn else None
+        return out.logits.float().cpu().numpy(), hidden, attn
+
+    return forward
+
+
+def _mlx_forward(teacher: Path, device: str):
+    import mlx.core as mx
+
+    from mlx_edge.devices import mlx_device
+    from mlx_edge.models.checkpoint import load_model
+
+    mlx_device(device)
+    model = load_model(teacher, require_head=True)
+
+    def forward(input_ids, mask, want_hidden, want_attn):
+        out = model(mx.array(input_ids), mx.array(mask), output_hidden_states=want_hidden,
+                    output_attentions=want_attn)
+        hidden = [np.array(h) for h in out.hidden_states] if want_hidden else None
+        attn = [np.array(a) for a in out.attentions] if want_attn else None
+        return np.array(out.logits), hidden, attn
+
+    return forward
+
+
+def _bar(total: int, initial: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, desc="label", unit="ex", leave=False)

