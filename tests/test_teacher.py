@@ -21,53 +21,8 @@ from mlx_edge.cli import main
 from mlx_edge.targets import TargetsCache
 from mlx_edge.teacher.label import label_targets
 from mlx_edge.tokenizer import load_tokenizer
-from tests.conftest import build_wordpiece, tiny_bert_config
+from tests.conftest import build_wordpiece, tiny_bert_config, toy_rows, write_jsonl  # noqa: F401
 from tests.test_cli_errors import assert_one_line_error
-
-WORDS = {"finance": ["pay", "credit", "card", "bill"], "health": ["dentist", "run", "park", "appointment"]}
-
-
-def toy_rows(n: int, seed: int):
-    """A separable two-class set made of words the tiny vocab knows."""
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        label = ("finance", "health")[i % 2]
-        rows.append({"text": " ".join(rng.choice(WORDS[label]) for _ in range(rng.randint(2, 6))), "label": label})
-    return rows
-
-
-def write_jsonl(path: Path, rows) -> Path:
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="module")
-def base_dir(tmp_path_factory) -> Path:
-    """A bare random BERT encoder (no head), as a pretrained checkpoint would be."""
-    directory = build_wordpiece(tmp_path_factory.mktemp("base"))
-    vocab = sum(1 for _ in open(directory / "vocab.txt", encoding="utf-8"))
-    torch.manual_seed(0)
-    BertModel(tiny_bert_config(vocab)).save_pretrained(directory)
-    return directory
-
-
-@pytest.fixture(scope="module")
-def toy_data(tmp_path_factory):
-    d = tmp_path_factory.mktemp("toy")
-    return write_jsonl(d / "train.jsonl", toy_rows(240, 0)), write_jsonl(d / "dev.jsonl", toy_rows(60, 1))
-
-
-@pytest.fixture(scope="module")
-def trained_teacher(base_dir, toy_data, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("teacher") / "t"
-    train, dev = toy_data
-    result = CliRunner().invoke(main, ["teacher", "train", "--model", str(base_dir), "--train", str(train),
-                                       "--dev", str(dev), "--out", str(out), "--epochs", "3", "--lr", "1e-3",
-                                       "--batch-size", "16", "--max-length", "32", "--quiet"])
-    assert result.exit_code == 0, result.output
-    return out
-
 
 def test_train_beats_the_majority_class_and_writes_an_hf_directory(trained_teacher):
     manifest = json.loads((trained_teacher / "mlx_edge_manifest.json").read_text())

@@ -1,0 +1,320 @@
+"""The distillation loop, the standard MLX way, with exact resume and a NaN guard.
+
+`nn.value_and_grad` over the student (plus the hidden-state projections), `mx.compile` with the
+model, optimizer and RNG state, `mx.eval(state, loss)` every step. A checkpoint holds the
+weights, the optimizer state, the RNG key and the position in the epoch, so a resumed run ends
+with the same weights as one that was never interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Callable
+
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.optimizers as optim
+import numpy as np
+from mlx.utils import tree_flatten, tree_map, tree_unflatten
+
+from mlx_edge.data import bucketed_batches, collate
+from mlx_edge.distill import losses
+from mlx_edge.distill.student import DistillError
+
+TERMS = ("kd", "ce", "hidden", "attention", "embedding")
+
+
+@dataclass
+class Schedule:
+    """A loss weight: constant, or linear from `start` to `end` over the whole run."""
+
+    start: float
+    end: float | None = None
+
+    def at(self, progress: float) -> float:
+        return self.start if self.end is None else self.start + (self.end - self.start) * progress
+
+    @property
+    def ever_on(self) -> bool:
+        return self.start > 0 or (self.end or 0) > 0
+
+    @classmethod
+    def parse(cls, text: str | float) -> "Schedule":
+        if isinstance(text, (int, float)):
+            return cls(float(text))
+        parts = str(text).split(":")
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            raise DistillError(f"loss weight {text!r} is not a number or 'start:end'") from None
+        if len(values) not in (1, 2) or min(values) < 0:
+            raise DistillError(f"loss weight {text!r}: use W (constant) or START:END (linear), non-negative")
+        return cls(values[0], values[1] if len(values) == 2 else None)
+
+
+@dataclass
+class LoopConfig:
+    epochs: int = 5
+    batch_size: int = 32
+    learning_rate: float = 1e-4
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    grad_accum: int = 1
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    temperature: float = 2.0
+    weights: dict[str, Schedule] = field(default_factory=lambda: {"kd": Schedule(1.0), "ce": Schedule(0.1)})
+    attention_loss: str = "mse"
+    two_stage_epochs: int = 0  # TinyBERT: this many epochs of intermediate losses only, then prediction
+    patience: int | None = None
+    checkpoint_every: int = 200
+
+    def weights_at(self, epoch: int, progress: float) -> dict[str, float]:
+        w = {k: self.weights.get(k, Schedule(0.0)).at(progress) for k in TERMS}
+        if self.two_stage_epochs:
+            intermediate = epoch < self.two_stage_epochs
+            for k in TERMS:
+                if (k in ("kd", "ce")) == intermediate:
+                    w[k] = 0.0
+        return w
+
+
+class Trainable(nn.Module):
+    """What the optimizer updates: the student and, when widths differ, the hidden-state projections."""
+
+    def __init__(self, student, teacher_width: int, with_hidden: bool, with_embedding: bool):
+        super().__init__()
+        self.student = student
+        width = student.config.hidden_size
+        self.hidden_proj = nn.Linear(width, teacher_width) if with_hidden and width != teacher_width else None
+        self.embedding_proj = nn.Linear(width, teacher_width) if with_embedding and width != teacher_width else None
+
+
+# A batch is a dict (mx.compile takes trees of arrays): input_ids, mask, labels, logits (teacher),
+# and when used: hidden / attention (lists: the teacher's for each mapped student layer, in order),
+# embedding (the teacher's embedding output).
+
+
+def make_loss(config: LoopConfig, layer_map: dict[int, int], terms_on: set[str]):
+    student_layers = sorted(layer_map)
+    attn_loss = losses.attention_kl if config.attention_loss == "kl" else losses.attention_mse
+
+    def loss_fn(trainable: Trainable, b: dict, w: mx.array):
+        mask = b["mask"]
+        out = trainable.student(b["input_ids"], mask, output_hidden_states=bool(terms_on & {"hidden", "embedding"}),
+                                output_attentions="attention" in terms_on)
+        zero = mx.array(0.0)
+        terms = {
+            "kd": losses.soft_target_kl(out.logits, b["logits"], config.temperature) if "kd" in terms_on else zero,
+            "ce": losses.hard_label_ce(out.logits, b["labels"]) if "ce" in terms_on else zero,
+            "hidden": (sum(losses.hidden_mse(out.hidden_states[i + 1], t, mask, trainable.hidden_proj)
+                           for i, t in zip(student_layers, b["hidden"])) / len(student_layers)
+                       if "hidden" in terms_on else zero),
+            "attention": (sum(attn_loss(out.attentions[i], t, mask) for i, t in zip(student_layers, b["attention"]))
+                          / len(student_layers) if "attention" in terms_on else zero),
+            "embedding": (losses.hidden_mse(out.hidden_states[0], b["embedding"], mask, trainable.embedding_proj)
+                          if "embedding" in terms_on else zero),
+        }
+        stacked = mx.stack([terms[k] for k in TERMS])
+        return (stacked * w).sum(), stacked
+
+    return loss_fn
+
+
+def learning_rate_schedule(config: LoopConfig, total_steps: int):
+    warmup = int(total_steps * config.warmup_ratio)
+    decay = optim.linear_schedule(config.learning_rate, 0.0, max(1, total_steps - warmup))
+    if warmup == 0:
+        return decay
+    return optim.join_schedules([optim.linear_schedule(config.learning_rate / (warmup + 1), config.learning_rate,
+                                                       warmup), decay], [warmup])
+
+
+# ------------------------------------------------------------------------------------ checkpoints
+
+def save_checkpoint(work: Path, trainable: Trainable, optimizer, position: dict) -> None:
+    """Weights, optimizer state, RNG key and position, swapped in as a whole directory."""
+    new, current, old = work / "ckpt-new", work / "ckpt", work / "ckpt-old"
+    shutil.rmtree(new, ignore_errors=True)
+    new.mkdir(parents=True)
+    mx.save_safetensors(str(new / "weights.safetensors"), dict(tree_flatten(trainable.parameters())))
+    mx.save_safetensors(str(new / "optimizer.safetensors"), dict(tree_flatten(optimizer.state)))
+    position = {**position, "rng": np.array(mx.random.state[0]).tolist()}
+    (new / "position.json").write_text(json.dumps(position))
+    shutil.rmtree(old, ignore_errors=True)
+    if current.exists():
+        os.replace(current, old)
+    os.replace(new, current)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load_checkpoint(work: Path, trainable: Trainable, optimizer) -> dict | None:
+    for name in ("ckpt", "ckpt-old"):  # ckpt-old: a crash between the two renames of a save
+        directory = work / name
+        if (directory / "position.json").is_file():
+            trainable.load_weights(list(mx.load(str(directory / "weights.safetensors")).items()), strict=True)
+            optimizer.state = tree_unflatten(list(mx.load(str(directory / "optimizer.safetensors")).items()))
+            position = json.loads((directory / "position.json").read_text())
+            hi, lo = position.pop("rng")  # the global key is not assignable; seed(k) sets it to [k >> 32, k & mask]
+            mx.random.seed((int(hi) << 32) | int(lo))
+            mx.eval(trainable.parameters(), optimizer.state)
+            return position
+    return None
+
+
+# ------------------------------------------------------------------------------------------ loop
+
+@dataclass
+class LoopResult:
+    steps: int
+    epochs_run: int
+    best_epoch: int
+    best_metrics: dict
+    history: list[dict]
+    samples_per_second: float
+    stopped_early: bool
+
+
+def run_loop(*, trainable: Trainable, config: LoopConfig, layer_map: dict[int, int], terms_on: set[str],
+             train_ids: list[np.ndarray], train_labels: np.ndarray, pad_id: int, max_width: int,
+             targets: Callable[[np.ndarray, np.ndarray, np.ndarray], dict], evaluate: Callable[[], dict],
+             save_best: Callable[[], None], work: Path, progress: bool = True,
+             on_step: Callable[[int, dict], None] | None = None,
+             on_epoch: Callable[[dict], None] | None = None) -> LoopResult:
+    """Train; `targets(rows, input_ids, mask)` gives the teacher's outputs for a batch."""
+    lengths = np.array([len(x) for x in train_ids])
+    batches_per_epoch = len(bucketed_batches(lengths, config.batch_size, seed=config.seed))
+    total_steps = max(1, math.ceil(batches_per_epoch / config.grad_accum) * config.epochs)
+    optimizer = optim.AdamW(learning_rate=learning_rate_schedule(config, total_steps),
+                            weight_decay=config.weight_decay)
+    optimizer.init(trainable.trainable_parameters())
+    mx.random.seed(config.seed)
+    # Restore before building `state`: loading replaces optimizer.state, and compile captures the object.
+    position = load_checkpoint(work, trainable, optimizer) or {
+        "epoch": 0, "batch": 0, "step": 0, "best": None, "history": [], "patience_used": 0, "seen": 0,
+        "seconds": 0.0}
+    loss_and_grad = nn.value_and_grad(trainable, make_loss(config, layer_map, terms_on))
+    state = [trainable.state, optimizer.state, mx.random.state]
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def fused_step(b: dict, w: mx.array):
+        (loss, terms), grads = loss_and_grad(trainable, b, w)
+        grads, _ = optim.clip_grad_norm(grads, config.max_grad_norm)
+        optimizer.update(trainable, grads)
+        return loss, terms
+
+    @partial(mx.compile, inputs=state, outputs=state)
+    def grad_step(b: dict, w: mx.array):
+        (loss, terms), grads = loss_and_grad(trainable, b, w)
+        return loss, terms, grads
+
+    history, best = position["history"], position["best"]
+    step, seen, seconds = position["step"], position["seen"], position["seconds"]
+    trainable.train()
+    pending = None
+    stopped_early = False
+    for epoch in range(position["epoch"], config.epochs):
+        batches = bucketed_batches(lengths, config.batch_size, seed=config.seed, epoch=epoch)
+        first = position["batch"] if epoch == position["epoch"] else 0
+        bar = _bar(len(batches), first, f"epoch {epoch + 1}/{config.epochs}", progress)
+        sums = np.zeros(len(TERMS))
+        started = time.perf_counter()
+        for index in range(first, len(batches)):
+            rows = batches[index]
+            input_ids, mask = collate([train_ids[r] for r in rows], pad_id=pad_id, max_width=max_width)
+            t = targets(rows, input_ids, mask)
+            b = {"input_ids": mx.array(input_ids), "mask": mx.array(mask), "labels": mx.array(train_labels[rows]),
+                 "logits": mx.array(t["logits"])}
+            if "hidden" in terms_on:
+                b["hidden"] = [mx.array(x) for x in t["hidden"]]
+            if "attention" in terms_on:
+                b["attention"] = [mx.array(x) for x in t["attention"]]
+            if "embedding" in terms_on:
+                b["embedding"] = mx.array(t["embedding"])
+            w = config.weights_at(epoch, min(1.0, step / total_steps))
+            w_arr = mx.array([w[k] for k in TERMS])
+            if config.grad_accum == 1:
+                loss, terms = fused_step(b, w_arr)
+                mx.eval(state, loss, terms)
+                step += 1
+            else:
+                loss, terms, grads = grad_step(b, w_arr)
+                pending = grads if pending is None else tree_map(mx.add, pending, grads)
+                mx.eval(loss, terms, pending, mx.random.state)
+                if (index + 1) % config.grad_accum == 0 or index + 1 == len(batches):
+                    grads = tree_map(lambda g: g / config.grad_accum, pending)
+                    grads, _ = optim.clip_grad_norm(grads, config.max_grad_norm)
+                    optimizer.update(trainable, grads)
+                    mx.eval(trainable.parameters(), optimizer.state)
+                    pending = None
+                    step += 1
+            values = np.array(terms)
+            _nan_guard(values, loss, step, work)
+            sums += values
+            seen += len(rows)
+            elapsed = seconds + time.perf_counter() - started
+            if bar is not None:
+                bar.set_postfix({k: f"{v:.3f}" for k, v in zip(TERMS, sums / (index - first + 1)) if w[k] > 0}
+                                | {"samples/s": f"{seen / max(elapsed, 1e-9):.1f}"})
+                bar.update()
+            if on_step is not None:
+                on_step(step, dict(zip(TERMS, values.tolist())) | {"loss": float(loss.item()), "epoch": epoch + 1})
+            at_boundary = pending is None
+            if at_boundary and config.checkpoint_every and step % config.checkpoint_every == 0 and index + 1 < len(batches):
+                save_checkpoint(work, trainable, optimizer, {
+                    "epoch": epoch, "batch": index + 1, "step": step, "best": best, "history": history,
+                    "patience_used": position["patience_used"], "seen": seen, "seconds": elapsed})
+        if bar is not None:
+            bar.close()
+        seconds += time.perf_counter() - started
+        trainable.eval()
+        metrics = {"epoch": epoch + 1, "step": step, **dict(zip([f"train_{k}" for k in TERMS],
+                                                                 (sums / max(1, len(batches) - first)).tolist())),
+                   **evaluate(), "samples_per_second": seen / max(seconds, 1e-9)}
+        trainable.train()
+        history.append(metrics)
+        with open(work / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(metrics) + "\n")
+        improved = best is None or (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > \
+            (best["dev_accuracy"], best["dev_macro_f1"])
+        if improved:
+            best = metrics
+            save_best()
+            position["patience_used"] = 0
+        else:
+            position["patience_used"] += 1
+        if on_epoch is not None:
+            on_epoch(metrics)
+        save_checkpoint(work, trainable, optimizer, {
+            "epoch": epoch + 1, "batch": 0, "step": step, "best": best, "history": history,
+            "patience_used": position["patience_used"], "seen": seen, "seconds": seconds})
+        if config.patience is not None and position["patience_used"] >= config.patience:
+            stopped_early = True
+            break
+    return LoopResult(step, len(history), best["epoch"], best, history, seen / max(seconds, 1e-9), stopped_early)
+
+
+def _nan_guard(values: np.ndarray, loss: mx.array, step: int, work: Path) -> None:
+    if np.all(np.isfinite(values)) and math.isfinite(loss.item()):
+        return
+    bad = [f"{k}={v}" for k, v in zip(TERMS, values.tolist()) if not math.isfinite(v)] or [f"total={loss.item()}"]
+    kept = json.loads((work / "ckpt" / "position.json").read_text())["step"] if (work / "ckpt").exists() else None
+    where = f"the last good checkpoint (step {kept}) is kept in {work}" if kept is not None else \
+        "no checkpoint had been written yet"
+    raise DistillError(f"step {step}: loss went bad ({', '.join(bad)}); training stopped and {where}",
+                       "lower --lr, or check the targets (a NaN/inf teacher logit?)")
+
+
+def _bar(total: int, initial: int, desc: str, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, unit="batch", leave=False)

@@ -1,0 +1,225 @@
+"""Distillation: student init modes, cache checks, exact resume, NaN guard, transformers round trip, CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from mlx.utils import tree_flatten
+from safetensors.numpy import load_file, save_file
+from transformers import BertForSequenceClassification as HFBert
+
+import mlx.core as mx
+from mlx_edge.cli import main
+from mlx_edge.distill.api import distill
+from mlx_edge.distill.loop import LoopConfig, Schedule
+from mlx_edge.distill.student import (DistillError, default_layer_map, init_student, parse_layer_map,
+                                      student_config)
+from mlx_edge.errors import MlxEdgeError
+from mlx_edge.models.checkpoint import load_model
+from mlx_edge.teacher.label import label_targets
+from mlx_edge.tokenizer import load_tokenizer
+from tests.test_cli_errors import assert_one_line_error
+
+MICRO = {"num_hidden_layers": 2, "hidden_size": 24, "num_attention_heads": 2, "intermediate_size": 32,
+         "hidden_act": "gelu_new"}
+
+
+@pytest.fixture(scope="module")
+def micro_json(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("cfg") / "micro.json"
+    path.write_text(json.dumps(MICRO))
+    return path
+
+
+@pytest.fixture(scope="module")
+def cache(trained_teacher, toy_data, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("targets") / "c"
+    label_targets(teacher=trained_teacher, data=[toy_data[0]], out=out, backend="mlx", hidden_layers=[0, 1, 2],
+                  attention_layers=[1, 2], shard_size=64, progress=False)
+    return out
+
+
+def quick_loop(**overrides) -> LoopConfig:
+    base = dict(epochs=2, batch_size=16, learning_rate=2e-3, checkpoint_every=3, seed=3)
+    return LoopConfig(**{**base, **overrides})
+
+
+def test_layer_maps():
+    assert default_layer_map(4, 12) == {0: 2, 1: 5, 2: 8, 3: 11}
+    assert default_layer_map(3, 6) == {0: 1, 1: 3, 2: 5}
+    assert parse_layer_map("0:2,1:5", 2, 6) == {0: 2, 1: 5}
+    with pytest.raises(DistillError, match="out of range"):
+        parse_layer_map("0:7", 2, 6)
+    with pytest.raises(DistillError, match="not like"):
+        parse_layer_map("0-2", 2, 6)
+
+
+def test_weight_schedules_and_two_stage():
+    loop = LoopConfig(weights={"kd": Schedule(1.0, 0.0), "ce": Schedule(0.5), "hidden": Schedule(2.0)},
+                      two_stage_epochs=1)
+    assert loop.weights_at(0, 0.5)["kd"] == 0.0 and loop.weights_at(0, 0.5)["hidden"] == 2.0  # stage 1
+    later = loop.weights_at(1, 0.5)
+    assert later["kd"] == pytest.approx(0.5) and later["ce"] == 0.5 and later["hidden"] == 0.0  # stage 2
+    assert Schedule.parse("1:0.25") == Schedule(1.0, 0.25)
+    with pytest.raises(DistillError):
+        Schedule.parse("-1")
+
+
+def test_init_modes(trained_teacher, tmp_path):
+    teacher = load_model(trained_teacher)
+    half, _ = student_config("half", teacher.config)
+    assert half.num_hidden_layers == 1 and half.hidden_size == teacher.config.hidden_size
+    a = init_student(half, mode="random", seed=1)
+    b = init_student(half, mode="random", seed=1)
+    c = init_student(half, mode="random", seed=2)
+    wa, wb, wc = (dict(tree_flatten(m.parameters())) for m in (a, b, c))
+    name = "bert.encoder.layer.0.attention.self.query.weight"
+    assert mx.array_equal(wa[name], wb[name]) and not mx.array_equal(wa[name], wc[name])
+    # from teacher layers: layer 0 of the student is the teacher's layer 1 (the default map for 1 of 2)
+    s = init_student(half, mode="teacher", teacher=teacher)
+    ws, wt = dict(tree_flatten(s.parameters())), dict(tree_flatten(teacher.parameters()))
+    assert mx.array_equal(ws[name], wt["bert.encoder.layer.1.attention.self.query.weight"])
+    assert mx.array_equal(ws["bert.embeddings.word_embeddings.weight"], wt["bert.embeddings.word_embeddings.weight"])
+    s0 = init_student(half, mode="teacher", teacher=teacher, teacher_layers=[0])
+    assert mx.array_equal(dict(tree_flatten(s0.parameters()))[name], wt[name])
+    # widths must match to copy
+    tiny, _ = student_config("tiny", teacher.config)
+    with pytest.raises(DistillError, match="widths must match"):
+        init_student(tiny, mode="teacher", teacher=teacher)
+    # from a student directory
+    from mlx_edge.models.checkpoint import save_model
+
+    save_model(s0, tmp_path / "s0", tokenizer_from=trained_teacher)
+    config, source = student_config(str(tmp_path / "s0"), teacher.config)
+    again = init_student(config, mode="student", source=source)
+    assert mx.array_equal(dict(tree_flatten(again.parameters()))[name], wt[name])
+
+
+def test_distilled_student_loads_in_transformers_with_matching_logits(trained_teacher, toy_data, cache, micro_json,
+                                                                      tmp_path):
+    report = distill(teacher=trained_teacher, train=toy_data[0], dev=toy_data[1], targets=cache,
+                     student=str(micro_json), out=tmp_path / "s", loop=quick_loop(), progress=False)
+    assert report.student_parameters < report.teacher_parameters
+    assert report.student_dev_accuracy > 0.7  # the toy set is separable; majority is 0.5
+    hf, info = HFBert.from_pretrained(tmp_path / "s", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    hf.eval()
+    texts = ["pay the bill", "dentist appointment in the park", "card"]
+    tokenizer = load_tokenizer(tmp_path / "s")
+    ours = load_model(tmp_path / "s")
+    for ids in tokenizer.encode_batch(texts, max_length=32):
+        with torch.no_grad():
+            ref = hf(input_ids=torch.tensor([ids])).logits.numpy()
+        np.testing.assert_allclose(np.array(ours(mx.array([ids])).logits), ref, atol=1e-4)
+    manifest = json.loads((tmp_path / "s" / "mlx_edge_manifest.json").read_text())
+    assert manifest["kind"] == "student" and manifest["report"]["student_dev_accuracy"] == report.student_dev_accuracy
+    assert len((tmp_path / "s" / "metrics.jsonl").read_text().splitlines()) == 2
+    assert not (tmp_path / ".s.work").exists()
+
+
+def test_every_loss_on_with_live_teacher_and_projection(trained_teacher, toy_data, tmp_path):
+    weights = {k: Schedule(1.0) for k in ("kd", "ce", "hidden", "attention", "embedding")}
+    report = distill(teacher=trained_teacher, train=toy_data[0], student="tiny", out=tmp_path / "s",
+                     loop=quick_loop(epochs=1, weights=weights, attention_loss="kl"), progress=False)
+    assert report.steps > 0 and np.isfinite(report.student_dev_accuracy)
+
+
+def test_interrupted_run_resumes_to_identical_weights(trained_teacher, toy_data, cache, micro_json, tmp_path):
+    common = dict(teacher=trained_teacher, train=toy_data[0], dev=toy_data[1], targets=cache,
+                  student=str(micro_json), progress=False,
+                  loop=quick_loop(epochs=3, weights={"kd": Schedule(1.0), "ce": Schedule(0.1), "hidden": Schedule(1.0)}))
+    distill(out=tmp_path / "whole", **common)
+
+    def interrupt(step, _terms):
+        if step == 20:  # mid-epoch 2, two steps after the checkpoint of step 18
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        distill(out=tmp_path / "cut", on_step=interrupt, **common)
+    assert (tmp_path / ".cut.work" / "ckpt").is_dir() and not (tmp_path / "cut").exists()
+    report = distill(out=tmp_path / "cut", **common)
+    assert report.resumed
+    assert (tmp_path / "whole" / "model.safetensors").read_bytes() == (tmp_path / "cut" / "model.safetensors").read_bytes()
+    whole = [json.loads(x)["dev_accuracy"] for x in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
+    cut = [json.loads(x)["dev_accuracy"] for x in (tmp_path / "cut" / "metrics.jsonl").read_text().splitlines()]
+    assert whole == cut
+
+
+def test_nan_loss_stops_and_names_step_and_term(trained_teacher, toy_data, cache, micro_json, tmp_path):
+    poisoned = tmp_path / "poisoned"
+    shutil.copytree(cache, poisoned)
+    shard = poisoned / "shard-00002.safetensors"
+    tensors = load_file(shard)
+    tensors["logits"][5] = np.nan
+    save_file(tensors, shard)
+    with pytest.raises(DistillError, match=r"step \d+: loss went bad \(kd=nan.*last good checkpoint \(step \d+\)"):
+        distill(teacher=trained_teacher, train=toy_data[0], dev=toy_data[1], targets=poisoned,
+                student=str(micro_json), out=tmp_path / "s", loop=quick_loop(epochs=3, checkpoint_every=1),
+                progress=False)
+    assert (tmp_path / ".s.work" / "ckpt" / "weights.safetensors").is_file()
+    weights = mx.load(str(tmp_path / ".s.work" / "ckpt" / "weights.safetensors"))
+    assert all(bool(mx.all(mx.isfinite(v)).item()) for v in weights.values())  # the kept checkpoint is good
+    assert not (tmp_path / "s").exists()
+
+
+def test_cache_mismatches_are_refused(trained_teacher, toy_data, cache, tmp_path):
+    args = dict(teacher=trained_teacher, train=toy_data[0], student="tiny", out=tmp_path / "s", progress=False,
+                loop=quick_loop(epochs=1))
+    with pytest.raises(MlxEdgeError, match="max length 32, not 16"):
+        distill(targets=cache, max_length=16, **args)
+    other_tok = tmp_path / "teacher-other-vocab"
+    shutil.copytree(trained_teacher, other_tok)
+    tokenizer = json.loads((other_tok / "tokenizer.json").read_text())
+    tokenizer["model"]["vocab"]["pay"], tokenizer["model"]["vocab"]["bill"] = \
+        tokenizer["model"]["vocab"]["bill"], tokenizer["model"]["vocab"]["pay"]
+    (other_tok / "tokenizer.json").write_text(json.dumps(tokenizer))
+    with pytest.raises(MlxEdgeError, match="another tokenizer"):
+        distill(targets=cache, **{**args, "teacher": other_tok})
+    with pytest.raises(MlxEdgeError, match="lacks teacher layers.*--attention-layers"):
+        narrow = tmp_path / "narrow"
+        label_targets(teacher=trained_teacher, data=[toy_data[0]], out=narrow, progress=False)
+        distill(targets=narrow, **{**args, "loop": quick_loop(weights={"kd": Schedule(1.0), "attention": Schedule(1.0)})})
+    extra = tmp_path / "more.jsonl"
+    extra.write_text(toy_data[0].read_text() + json.dumps({"text": "pay the dentist", "label": "finance"}) + "\n")
+    with pytest.raises(MlxEdgeError, match="1 of 241 training texts are not in the targets cache"):
+        distill(targets=cache, **{**args, "train": extra, "dev": toy_data[1]})
+
+
+def test_reading_a_cache_imports_no_torch(trained_teacher, toy_data, cache, micro_json, tmp_path):
+    code = f"""
+import sys
+from pathlib import Path
+from mlx_edge.distill.api import distill
+from mlx_edge.distill.loop import LoopConfig
+distill(teacher=Path({str(trained_teacher)!r}), train=Path({str(toy_data[0])!r}), targets=Path({str(cache)!r}),
+        student={str(micro_json)!r}, out=Path({str(tmp_path / 's')!r}), loop=LoopConfig(epochs=1), progress=False)
+print("torch" in sys.modules, "transformers" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_cli_distill_then_predict(trained_teacher, toy_data, cache, micro_json, tmp_path):
+    result = CliRunner().invoke(main, ["distill", "--teacher", str(trained_teacher), "--train", str(toy_data[0]),
+                                       "--targets", str(cache), "--student", str(micro_json), "--out",
+                                       str(tmp_path / "s"), "--epochs", "2", "--batch-size", "16", "--lr", "2e-3",
+                                       "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "retained" in result.output and "faster" in result.output
+    result = CliRunner().invoke(main, ["predict", str(tmp_path / "s"), "pay the credit card bill", "--json"])
+    row = json.loads(result.output.splitlines()[0])
+    assert set(row["probabilities"]) == {"finance", "health"}
+    again = CliRunner().invoke(main, ["distill", "--teacher", str(trained_teacher), "--train", str(toy_data[0]),
+                                      "--student", "tiny", "--out", str(tmp_path / "s")])
+    assert_one_line_error(again, "already exists", "--force")
+    bad = CliRunner().invoke(main, ["distill", "--teacher", str(trained_teacher), "--train", str(toy_data[0]),
+                                    "--student", "huge", "--out", str(tmp_path / "t")])
+    assert_one_line_error(bad, "unknown student 'huge'", "tiny")
