@@ -75,6 +75,7 @@ class LoopConfig:
     two_stage_epochs: int = 0  # TinyBERT: this many epochs of intermediate losses only, then prediction
     patience: int | None = None
     checkpoint_every: int = 200
+    max_steps: int | None = None  # stop after this many optimizer steps (a quick trial, a benchmark)
 
     def weights_at(self, epoch: int, progress: float) -> dict[str, float]:
         w = {k: self.weights.get(k, Schedule(0.0)).at(progress) for k in TERMS}
@@ -267,6 +268,8 @@ def run_loop(*, trainable: Trainable, config: LoopConfig, layer_map: dict[int, i
             if on_step is not None:
                 on_step(step, dict(zip(TERMS, values.tolist())) | {"loss": float(loss.item()), "epoch": epoch + 1})
             at_boundary = pending is None
+            if config.max_steps is not None and step >= config.max_steps:
+                break
             if at_boundary and config.checkpoint_every and step % config.checkpoint_every == 0 and index + 1 < len(batches):
                 save_checkpoint(work, trainable, optimizer, {
                     "epoch": epoch, "batch": index + 1, "step": step, "best": best, "history": history,
@@ -297,6 +300,8 @@ def run_loop(*, trainable: Trainable, config: LoopConfig, layer_map: dict[int, i
             "patience_used": position["patience_used"], "seen": seen, "seconds": seconds})
         if config.patience is not None and position["patience_used"] >= config.patience:
             stopped_early = True
+            break
+        if config.max_steps is not None and step >= config.max_steps:
             break
     return LoopResult(step, len(history), best["epoch"], best, history, seen / max(seconds, 1e-9), stopped_early)
 

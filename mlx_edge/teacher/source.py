@@ -37,6 +37,8 @@ def transformers_progress(enabled: bool) -> None:
     """transformers draws its own bars (loading/writing weights): follow our --quiet."""
     from transformers.utils import logging
 
+    # A new head on a pretrained encoder is the point of fine-tuning: no "newly initialized" report.
+    logging.set_verbosity_error()
     if enabled:
         logging.enable_progress_bar()
     else:
