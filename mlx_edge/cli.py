@@ -198,3 +198,4 @@ def demo(out, teacher_dir, max_length, limit, device, quiet):
 # One import line per built stage, below.
 from mlx_edge import cli_teacher  # noqa: E402,F401
 from mlx_edge import cli_distill  # noqa: E402,F401
+from mlx_edge import cli_export  # noqa: E402,F401

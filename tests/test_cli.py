@@ -19,7 +19,7 @@ def test_help_lists_only_built_stages():
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0
     listed = set(main.commands)
-    assert {"doctor", "data", "predict", "demo", "teacher", "distill"} <= listed
+    assert {"doctor", "data", "predict", "demo", "teacher", "distill", "export", "check"} <= listed
     for name in listed:
         assert f"  {name} " in result.output
     # stages that later issues build must not appear as stubs

@@ -1,0 +1,54 @@
+"""Shared, cached students and bundles for the export/check tests (one export per variant per run).
+
+A random tiny student stands in for a distilled one until `mlx-edge distill` lands in these tests:
+an HF BERT directory as `save_model` writes it. Its weights are drawn with a larger
+initializer_range (0.2) than BERT's 0.02 so that different texts get clearly different pooled
+embeddings, as a trained student's do (with 0.02 all embeddings are nearly equal and no head can
+learn corrections that disagree).
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from click.testing import CliRunner
+
+_ROOT = Path(tempfile.mkdtemp(prefix="mlx-edge-export-tests-"))
+atexit.register(shutil.rmtree, _ROOT, True)
+
+SEQ_LEN = "32"
+N_TEXTS = "12"
+
+
+@lru_cache(maxsize=None)
+def tiny_student() -> Path:
+    from tests.conftest import build_tiny_bert
+
+    return build_tiny_bert(_ROOT / "student", seed=3, initializer_range=0.2)
+
+
+@lru_cache(maxsize=None)
+def exported(*options: str) -> Path:
+    """The bundle `mlx-edge export` writes with `options` (cached for the whole test run)."""
+    from mlx_edge.cli import main
+
+    out = _ROOT / ("bundle" + "".join(o.replace("-", "_").replace(",", "_") for o in options))
+    args = ["export", str(tiny_student()), "--out", str(out), "--seq-len", SEQ_LEN, "--texts", N_TEXTS,
+            "--quiet", *options]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return out
+
+
+def copy_bundle(bundle: Path, dest: Path) -> Path:
+    shutil.copytree(bundle, dest)
+    return dest
+
+
+def test_helpers_build_one_student_once():
+    assert tiny_student() is tiny_student()
+    assert (tiny_student() / "config.json").is_file()

@@ -1,0 +1,78 @@
+"""The PyTorch mirror: strict loading (names, shapes) and parity with the MLX BERT (fp32, 1e-4)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertForSequenceClassification as HFBert
+
+import mlx.core as mx
+from bridges.torch_mirror import MASK_VALUE, load_mirror, run_mirror
+from mlx_edge.errors import ModelError
+from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, sanitize
+from tests.conftest import tiny_bert_config
+
+CONFIGS = [dict(), dict(hidden_act="gelu_new", num_hidden_layers=3, num_attention_heads=2),
+           dict(hidden_act="relu", hidden_size=48, num_attention_heads=6, intermediate_size=64, layer_norm_eps=1e-5)]
+
+
+def _weights_and_config(seed, **overrides):
+    torch.manual_seed(seed)
+    hf_config = tiny_bert_config(vocab_size=101, initializer_range=0.2, **overrides)
+    weights = sanitize({k: v.numpy() for k, v in HFBert(hf_config).state_dict().items()})
+    return weights, BertConfig.from_dict(hf_config.to_dict())
+
+
+@pytest.mark.parametrize("overrides", CONFIGS, ids=lambda o: o.get("hidden_act", "gelu"))
+def test_mirror_matches_mlx(overrides):
+    weights, config = _weights_and_config(0, **overrides)
+    mlx_model = BertForSequenceClassification(config)
+    mlx_model.load_weights([(k, mx.array(v)) for k, v in weights.items()], strict=True)
+    mlx_model.eval()
+    mirror = load_mirror(weights, config)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 101, size=(4, 13)).astype(np.int32)
+    mask = np.ones_like(ids)
+    for row, keep in enumerate([13, 9, 2, 5]):
+        mask[row, keep:] = 0
+        ids[row, keep:] = 0
+    emb, logits = run_mirror(mirror, ids, mask)
+    out = mlx_model(mx.array(ids), mx.array(mask))
+    np.testing.assert_allclose(logits, np.array(out.logits), atol=1e-4, rtol=0)
+    np.testing.assert_allclose(emb, np.array(out.pooled), atol=1e-4, rtol=0)
+
+
+def test_mask_value_is_fp16_safe():
+    assert np.isfinite(np.float16(MASK_VALUE))
+
+
+def test_strict_names():
+    weights, config = _weights_and_config(1)
+    missing = dict(weights)
+    missing.pop("bert.pooler.dense.weight")
+    with pytest.raises(ModelError, match="missing bert.pooler.dense.weight"):
+        load_mirror(missing, config)
+    extra = dict(weights, **{"bert.encoder.layer.9.output.dense.weight": np.zeros((32, 48), np.float32)})
+    with pytest.raises(ModelError, match="unexpected bert.encoder.layer.9"):
+        load_mirror(extra, config)
+
+
+def test_strict_shapes():
+    weights, config = _weights_and_config(2)
+    weights["classifier.weight"] = np.zeros((5, 32), np.float32)
+    with pytest.raises(ModelError, match=r"classifier.weight has shape \(5, 32\), the mirror expects \(6, 32\)"):
+        load_mirror(weights, config)
+
+
+@pytest.mark.parametrize("fixed_length", [None, 8])
+def test_trace_has_no_dynamic_integer_casts(fixed_length):
+    weights, config = _weights_and_config(3)
+    mirror = load_mirror(weights, config)
+    mirror.fixed_length = fixed_length
+    example = (torch.ones(1, 8, dtype=torch.int32),) * 2
+    traced = torch.jit.trace(mirror, example)
+    kinds = {node.kind() for node in traced.inlined_graph.nodes()}
+    assert "aten::Int" not in kinds and "aten::new_ones" not in kinds
+    mirror.fixed_length = None
+    np.testing.assert_array_equal(traced(*example)[1].detach().numpy(), run_mirror(mirror, *example)[1])
