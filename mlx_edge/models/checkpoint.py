@@ -103,9 +103,37 @@ def save_model(model: BertForSequenceClassification, out_dir: Path, *, tokenizer
 
 
 def copy_tokenizer_files(src: Path, dst: Path) -> list[str]:
+    """Copy the tokenizer files; `dst` always ends up with a vocab.txt (the Swift tokenizer reads it)."""
     copied = []
     for name in TOKENIZER_FILES:
         if (src / name).is_file() and (src.resolve() != dst.resolve()):
             shutil.copyfile(src / name, dst / name)
             copied.append(name)
+    if ensure_vocab_txt(dst) and "vocab.txt" not in copied:
+        copied.append("vocab.txt")
     return copied
+
+
+def ensure_vocab_txt(directory: Path) -> bool:
+    """Write vocab.txt from tokenizer.json's WordPiece vocabulary if it is missing.
+
+    transformers 5 saves only tokenizer.json; vocab.txt (one token per line, id = line) is what
+    BERT tooling and MLXEdgeKit's Swift tokenizer read. True when the directory has one afterwards.
+    """
+    directory = Path(directory)
+    if (directory / "vocab.txt").is_file():
+        return True
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        return False
+    model = json.loads(path.read_text(encoding="utf-8")).get("model", {})
+    vocab = model.get("vocab")
+    if model.get("type") != "WordPiece" or not isinstance(vocab, dict):
+        return False
+    by_id = sorted(vocab.items(), key=lambda kv: kv[1])
+    if [i for _, i in by_id] != list(range(len(by_id))):
+        raise ModelError(f"{path}: WordPiece ids are not 0..N-1", "re-save the tokenizer")
+    from mlx_edge.fileio import atomic_write_text
+
+    atomic_write_text(directory / "vocab.txt", "".join(token + "\n" for token, _ in by_id))
+    return True

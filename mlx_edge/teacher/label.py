@@ -25,6 +25,10 @@ from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, hea
 BACKENDS = ("torch", "mlx")
 
 
+class SetupMismatch(TargetsError):
+    """The output directory holds (part of) a cache made with other settings."""
+
+
 @dataclass
 class LabelResult:
     out_dir: str
@@ -161,7 +165,7 @@ def _resume_point(out: Path, setup: dict, force: bool) -> list[dict]:
     if existing is not None:
         if existing.get("kind") != "targets" or {k: existing.get(k) for k in setup} != setup:
             changed = sorted(k for k in setup if existing.get(k) != setup[k])
-            raise TargetsError(f"{out} holds targets of another setup (differs in: {', '.join(changed)})",
+            raise SetupMismatch(f"{out} holds targets of another setup (differs in: {', '.join(changed)})",
                                "pass --force to start over, or choose another --out")
         shards = read_index(out)
         for shard in shards:

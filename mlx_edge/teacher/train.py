@@ -23,6 +23,7 @@ from mlx_edge.data import bucketed_batches, collate, load_splits
 from mlx_edge.errors import MlxEdgeError
 from mlx_edge.manifest import file_fingerprint, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1, majority_accuracy
+from mlx_edge.models.checkpoint import ensure_vocab_txt
 
 METRICS_NAME = "metrics.jsonl"
 
@@ -164,6 +165,7 @@ def train_teacher(*, model: str, train: Path, out: Path, dev: Path | None = None
                 best = {"epoch": epoch + 1, "accuracy": metrics["dev_accuracy"], "macro_f1": metrics["dev_macro_f1"]}
                 net.save_pretrained(staging, safe_serialization=True)
                 tokenizer.save_pretrained(staging)
+                ensure_vocab_txt(staging)
             if on_epoch is not None:
                 on_epoch(metrics)
 

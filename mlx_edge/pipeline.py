@@ -1,0 +1,305 @@
+"""`mlx-edge run CONFIG.toml` and `mlx-edge demo`: the whole pipeline, one stage after another.
+
+teacher train (or a given teacher) → teacher label → distill → export → check. Each stage writes a
+directory in the workspace; `pipeline.json` there records a fingerprint of each finished stage
+(its settings, its inputs' hashes, the upstream stages' fingerprints), so a re-run skips stages
+that are up to date. Interrupted stages resume on their own (label: after the last shard;
+distill: from its last checkpoint, to the same weights).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from mlx_edge.errors import MlxEdgeError
+from mlx_edge.fileio import atomic_write_json, sha256_file
+
+STAGES = ("teacher", "label", "distill", "export", "check")
+STATE_NAME = "pipeline.json"
+
+
+class ConfigError(MlxEdgeError):
+    """A pipeline config that cannot be run as written."""
+
+    exit_code = 8
+
+
+@dataclass
+class PipelineConfig:
+    """Every stage's options, with the defaults `mlx-edge run` uses (see examples/pipeline.toml)."""
+
+    out: Path
+    train: Path
+    dev: Path | None = None
+    test: Path | None = None
+    text_column: str | None = None
+    label_column: str | None = None
+    device: str = "auto"
+    seed: int = 0
+    teacher: dict[str, Any] = field(default_factory=dict)  # model | dir, epochs, batch_size, learning_rate, max_length
+    label: dict[str, Any] = field(default_factory=dict)  # backend, batch_size, shard_size
+    distill: dict[str, Any] = field(default_factory=dict)  # student, init, epochs, learning_rate, *_weight, ...
+    export: dict[str, Any] = field(default_factory=dict)  # precision, quantize, seq_len, optimizer, ...
+    check: dict[str, Any] = field(default_factory=lambda: {"enabled": True})
+
+    @classmethod
+    def from_toml(cls, path: Path) -> "PipelineConfig":
+        import tomllib
+
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config {path} does not exist", "start from examples/pipeline.toml")
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path} is not valid TOML ({exc})") from None
+        base = path.parent
+        data, run = raw.get("data", {}), raw.get("pipeline", {})
+        known = {"pipeline", "data", "teacher", "label", "distill", "export", "check"}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ConfigError(f"{path}: unknown section(s) {', '.join(unknown)}", f"use {', '.join(sorted(known))}")
+        if "train" not in data:
+            raise ConfigError(f"{path}: [data] needs train = \"FILE\"")
+
+        def rel(value):
+            return None if value in (None, "") else (base / value)
+
+        teacher = dict(raw.get("teacher", {}))
+        for key in ("model", "dir"):  # a local path is relative to the config; a hub id is kept as is
+            if key in teacher and (base / teacher[key]).exists():
+                teacher[key] = str(base / teacher[key])
+        return cls(out=rel(run.get("out", "mlx-edge-run")), train=rel(data["train"]), dev=rel(data.get("dev")),
+                   test=rel(data.get("test")), text_column=data.get("text_column"),
+                   label_column=data.get("label_column"), device=run.get("device", "auto"),
+                   seed=int(run.get("seed", 0)), teacher=teacher, label=dict(raw.get("label", {})),
+                   distill=dict(raw.get("distill", {})), export=dict(raw.get("export", {})),
+                   check={"enabled": True, **raw.get("check", {})})
+
+
+@dataclass
+class StageOutcome:
+    name: str
+    status: str  # "ran" | "skipped (up to date)" | "given"
+    seconds: float
+    output: str
+
+
+def _fingerprint(*parts: Any) -> str:
+    def plain(x):
+        if isinstance(x, Path):
+            return sha256_file(x) if x.is_file() else str(x)
+        return x
+    return hashlib.sha256(json.dumps([plain(p) for p in parts], sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run_pipeline(config: PipelineConfig, *, progress: bool = True,
+                 log: Callable[[str], None] = lambda message: None) -> dict:
+    """Run every stage that is not up to date; return the final report."""
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    state_path = out / STATE_NAME
+    state = json.loads(state_path.read_text()) if state_path.is_file() else {}
+    outcomes: list[StageOutcome] = []
+
+    def stage(name: str, output: Path, fingerprint: str, work: Callable[[], None]) -> None:
+        if state.get(name) == fingerprint and output.exists():
+            outcomes.append(StageOutcome(name, "skipped (up to date)", 0.0, str(output)))
+            log(f"[{name}] up to date: {output}")
+            return
+        log(f"[{name}] running → {output}")
+        start = time.perf_counter()
+        state.pop(name, None)  # a stage that re-runs invalidates itself until it finishes
+        atomic_write_json(state_path, state)
+        work()
+        state[name] = fingerprint
+        atomic_write_json(state_path, state)
+        outcomes.append(StageOutcome(name, "ran", time.perf_counter() - start, str(output)))
+        log(f"[{name}] done in {time.perf_counter() - start:.0f} s")
+
+    data_fp = _fingerprint(config.train, config.dev, config.text_column, config.label_column)
+
+    # 1. teacher
+    t = config.teacher
+    if t.get("dir"):
+        teacher_dir = Path(t["dir"])
+        teacher_fp = _fingerprint(teacher_dir / "model.safetensors")
+        outcomes.append(StageOutcome("teacher", "given", 0.0, str(teacher_dir)))
+    else:
+        if not t.get("model"):
+            raise ConfigError("[teacher] needs model = \"ID_OR_DIR\" (to fine-tune) or dir = \"DIR\" (already trained)")
+        teacher_dir = out / "teacher"
+        teacher_fp = _fingerprint("teacher", t, data_fp, config.seed)
+
+        def train():
+            from mlx_edge.teacher.train import train_teacher
+
+            train_teacher(model=t["model"], train=config.train, dev=config.dev, out=teacher_dir, force=True,
+                          epochs=int(t.get("epochs", 3)), batch_size=int(t.get("batch_size", 16)),
+                          learning_rate=float(t.get("learning_rate", 3e-5)), max_length=int(t.get("max_length", 128)),
+                          seed=config.seed, device=t.get("device", config.device), text_column=config.text_column,
+                          label_column=config.label_column, progress=progress,
+                          trust_remote_code=bool(t.get("trust_remote_code", False)))
+        stage("teacher", teacher_dir, teacher_fp, train)
+
+    # 2. label: the teacher layers the distill losses need
+    d = config.distill
+    hidden_layers, attention_layers = _layers_needed(teacher_dir, d)
+    targets_dir = out / "targets"
+    lb = config.label
+    label_fp = _fingerprint("label", lb, teacher_fp, data_fp, hidden_layers, attention_layers)
+
+    def label():
+        from mlx_edge.teacher.label import SetupMismatch, label_targets
+
+        def attempt(force: bool):
+            label_targets(teacher=teacher_dir, data=[config.train], out=targets_dir, backend=lb.get("backend", "mlx"),
+                          device=config.device, batch_size=int(lb.get("batch_size", 64)),
+                          shard_size=int(lb.get("shard_size", 1024)), hidden_layers=hidden_layers,
+                          attention_layers=attention_layers, text_column=config.text_column,
+                          label_column=config.label_column, progress=progress, force=force)
+        try:
+            attempt(force=False)  # resumes a cache of this very setup
+        except SetupMismatch:  # a cache of an older setup: its stage is stale, start over
+            attempt(force=True)
+    stage("label", targets_dir, label_fp, label)
+
+    # 3. distill
+    student_dir = out / "student"
+    distill_fp = _fingerprint("distill", d, label_fp, config.seed)
+
+    def distill():
+        from mlx_edge.distill.api import WorkMismatch, distill as run_distill
+
+        def attempt(restart: bool):
+            run_distill(teacher=teacher_dir, train=config.train, dev=config.dev, targets=targets_dir, out=student_dir,
+                        student=str(d.get("student", "half")), init=d.get("init", "teacher"),
+                        layer_map=d.get("layer_map"), loop=_loop_config(d, config.seed), device=config.device,
+                        text_column=config.text_column, label_column=config.label_column, force=True,
+                        restart=restart, progress=progress)
+        try:
+            attempt(restart=False)  # resumes an interrupted run of this very setup
+        except WorkMismatch:  # an interrupted run of older settings: discard it
+            attempt(restart=True)
+    stage("distill", student_dir, distill_fp, distill)
+
+    # 4. export
+    e = config.export
+    bundle_dir = out / "bundle"
+    export_fp = _fingerprint("export", e, distill_fp)
+
+    def export():
+        from mlx_edge.export import export_bundle
+
+        export_bundle(student_dir=student_dir, out_dir=bundle_dir, force=True, progress=progress,
+                      **{k: v for k, v in e.items() if k in _EXPORT_KEYS})
+    stage("export", bundle_dir, export_fp, export)
+
+    # 5. check (always re-run: it is the verdict of the report)
+    check_report = None
+    if config.check.get("enabled", True):
+        from mlx_edge.check import check_bundle
+
+        start = time.perf_counter()
+        log("[check] verifying the bundle")
+        check_report = check_bundle(bundle_dir, student_dir=student_dir)
+        outcomes.append(StageOutcome("check", "ran", time.perf_counter() - start, str(bundle_dir)))
+
+    report = final_report(config, teacher_dir, student_dir, bundle_dir, check_report, outcomes)
+    atomic_write_json(out / "report.json", report)
+    return report
+
+
+_EXPORT_KEYS = {"seq_len", "precision", "compute_units", "min_target", "quantize", "palettize_bits", "palettize_mode",
+                "optimizer", "learning_rate", "batch_size", "epochs", "author", "license", "version", "description"}
+
+
+def _loop_config(d: dict, seed: int):
+    from mlx_edge.distill.loop import LoopConfig, Schedule
+
+    weights = {k: Schedule.parse(str(d.get(f"{k}_weight", default)))
+               for k, default in (("kd", "1.0"), ("ce", "0.1"), ("hidden", "0"), ("attention", "0"), ("embedding", "0"))}
+    return LoopConfig(epochs=int(d.get("epochs", 5)), batch_size=int(d.get("batch_size", 32)),
+                      learning_rate=float(d.get("learning_rate", 1e-4)), temperature=float(d.get("temperature", 2.0)),
+                      weights=weights, seed=seed, two_stage_epochs=int(d.get("two_stage", 0)),
+                      patience=d.get("patience"), attention_loss=d.get("attention_loss", "mse"))
+
+
+def _layers_needed(teacher_dir: Path, d: dict) -> tuple[list[int], list[int]]:
+    """Hidden/attention layers of the teacher the student's losses read (cache keys)."""
+    from mlx_edge.distill.student import parse_layer_map, student_config
+    from mlx_edge.models.checkpoint import load_config
+
+    weights = {k: str(d.get(f"{k}_weight", "0")) for k in ("hidden", "attention", "embedding")}
+    on = {k for k, w in weights.items() if any(float(x) > 0 for x in w.split(":"))}
+    if not on or not (teacher_dir / "config.json").is_file():
+        return [], []
+    teacher = load_config(teacher_dir)
+    student, _ = student_config(str(d.get("student", "half")), teacher)
+    mapping = parse_layer_map(d.get("layer_map"), student.num_hidden_layers, teacher.num_hidden_layers)
+    hidden = sorted({j + 1 for j in mapping.values()} if "hidden" in on else set()) + ([0] if "embedding" in on else [])
+    attention = sorted({j + 1 for j in mapping.values()}) if "attention" in on else []
+    return sorted(set(hidden)), attention
+
+
+def final_report(config: PipelineConfig, teacher_dir: Path, student_dir: Path, bundle_dir: Path, check_report,
+                 outcomes: list[StageOutcome]) -> dict:
+    """Teacher and student accuracy on dev/test, retained %, size and speed ratios, bundle, verdict."""
+    from mlx_edge.data import LabelMap, read_labeled
+    from mlx_edge.metrics import accuracy
+    from mlx_edge.predict import predict_texts
+
+    student_manifest = json.loads((student_dir / "mlx_edge_manifest.json").read_text())
+    distill_report = student_manifest["report"]
+    max_length = student_manifest["max_length"]
+    splits = {"dev": config.dev, "test": config.test}
+    scores: dict[str, dict[str, float]] = {}
+    for split, path in splits.items():
+        if path is None:
+            continue
+        data = read_labeled(path, text_column=config.text_column, label_column=config.label_column)
+        scores[split] = {}
+        for who, directory in (("teacher", teacher_dir), ("student", student_dir)):
+            probs = predict_texts(directory, data.texts, max_length=max_length, device=config.device)
+            labels = LabelMap(list(probs[0]))
+            pred = [max(p, key=p.get) for p in probs]
+            scores[split][who] = accuracy(labels.encode(pred), labels.encode(data.labels))
+    files = {p.name: _size(p) for p in sorted(bundle_dir.iterdir())} if bundle_dir.is_dir() else {}
+    return {
+        "stages": [asdict(o) for o in outcomes],
+        "accuracy": scores,
+        "retained": {split: s["student"] / s["teacher"] if s["teacher"] else 0.0 for split, s in scores.items()},
+        "parameters": {"teacher": distill_report["teacher_parameters"], "student": distill_report["student_parameters"]},
+        "size_ratio": distill_report["teacher_parameters"] / distill_report["student_parameters"],
+        "speedup": distill_report["speedup"],
+        "bundle": {"path": str(bundle_dir), "files": files},
+        "check": None if check_report is None else {"ok": check_report.ok,
+                                                    "failed": [r.name for r in check_report.failed]},
+    }
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
+
+
+def format_report(report: dict) -> str:
+    lines = ["stage      status                 seconds  output"]
+    for s in report["stages"]:
+        lines.append(f"{s['name']:<10} {s['status']:<22} {s['seconds']:>7.0f}  {s['output']}")
+    for split, s in report["accuracy"].items():
+        lines.append(f"{split:<5} accuracy: teacher {s['teacher']:.1%}, student {s['student']:.1%}"
+                     f" (retained {report['retained'][split]:.1%})")
+    p = report["parameters"]
+    lines.append(f"size: teacher {p['teacher'] / 1e6:.1f}M parameters, student {p['student'] / 1e6:.1f}M"
+                 f" ({report['size_ratio']:.1f}x smaller); student {report['speedup']:.1f}x faster on the same backend")
+    files = ", ".join(f"{name} ({size / 1e6:.1f} MB)" for name, size in report["bundle"]["files"].items())
+    lines.append(f"bundle {report['bundle']['path']}: {files}")
+    if report["check"] is not None:
+        verdict = "PASSED" if report["check"]["ok"] else f"FAILED ({', '.join(report['check']['failed'])})"
+        lines.append(f"check: {verdict}")
+    return "\n".join(lines)

@@ -1,0 +1,86 @@
+"""`mlx-edge run` on a micro configuration, and `mlx-edge demo` on a small sample with the real MiniLM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mlx_edge.cli import main
+from tests.test_cli_errors import assert_one_line_error
+
+MICRO_STUDENT = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 48}
+
+
+def write_config(tmp_path: Path, base_dir: Path, toy_data, **distill) -> Path:
+    (tmp_path / "student.json").write_text(json.dumps(MICRO_STUDENT))
+    distill_section = {"student": str(tmp_path / "student.json"), "init": "random", "epochs": 2,
+                       "learning_rate": 2e-3, "batch_size": 16, "hidden_weight": "1", **distill}
+    lines = ["[pipeline]", f'out = "{tmp_path / "work"}"', "",
+             "[data]", f'train = "{toy_data[0]}"', f'dev = "{toy_data[1]}"', f'test = "{toy_data[1]}"', "",
+             "[teacher]", f'model = "{base_dir}"', "epochs = 3", "learning_rate = 1e-3", "max_length = 32", "",
+             "[distill]"] + [f"{k} = {json.dumps(v)}" for k, v in distill_section.items()] + [
+             "", "[export]", 'seq_len = "16"']
+    path = tmp_path / "pipeline.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_run_micro_pipeline_then_skip_finished_stages(base_dir, toy_data, tmp_path):
+    config = write_config(tmp_path, base_dir, toy_data)
+    first = CliRunner().invoke(main, ["run", str(config), "--quiet"])
+    assert first.exit_code == 0, first.output
+    report = json.loads((tmp_path / "work" / "report.json").read_text())
+    assert [s["status"] for s in report["stages"]] == ["ran"] * 5
+    assert report["check"] == {"ok": True, "failed": []}
+    assert report["accuracy"]["test"]["teacher"] > 0.7  # the toy set is separable
+    assert report["parameters"]["student"] < report["parameters"]["teacher"]
+    assert {"Encoder.mlpackage", "Head.mlmodel", "Classifier.mlpackage", "model.onnx", "manifest.json",
+            "vocab.txt"} <= set(report["bundle"]["files"])
+    assert (tmp_path / "work" / "targets" / "mlx_edge_manifest.json").is_file()
+    targets = json.loads((tmp_path / "work" / "targets" / "mlx_edge_manifest.json").read_text())
+    assert targets["hidden_layers"] == [2]  # derived from the 1-layer student's mapping to the 2-layer teacher
+    assert "check: PASSED" in first.output
+
+    second = CliRunner().invoke(main, ["run", str(config), "--quiet"])
+    assert second.exit_code == 0, second.output
+    report = json.loads((tmp_path / "work" / "report.json").read_text())
+    assert [s["status"] for s in report["stages"][:4]] == ["skipped (up to date)"] * 4
+
+    # a changed distill setting re-runs distill and what follows, not the teacher or the labels
+    write_config(tmp_path, base_dir, toy_data, epochs=1)
+    third = CliRunner().invoke(main, ["run", str(config), "--quiet"])
+    assert third.exit_code == 0, third.output
+    statuses = [s["status"] for s in json.loads((tmp_path / "work" / "report.json").read_text())["stages"]]
+    assert statuses == ["skipped (up to date)", "skipped (up to date)", "ran", "ran", "ran"]
+
+
+def test_bad_configs_get_one_line(tmp_path):
+    assert_one_line_error(CliRunner().invoke(main, ["run", str(tmp_path / "nope.toml")]), "does not exist")
+    (tmp_path / "bad.toml").write_text("[data\ntrain = 1")
+    assert_one_line_error(CliRunner().invoke(main, ["run", str(tmp_path / "bad.toml")]), "not valid TOML")
+    (tmp_path / "nodata.toml").write_text("[teacher]\nmodel = 'x'\n")
+    assert_one_line_error(CliRunner().invoke(main, ["run", str(tmp_path / "nodata.toml")]), "[data] needs train")
+    (tmp_path / "typo.toml").write_text("[data]\ntrain = 'a.csv'\n[distil]\nepochs = 1\n")
+    assert_one_line_error(CliRunner().invoke(main, ["run", str(tmp_path / "typo.toml")]), "unknown section(s) distil")
+
+
+def test_example_config_parses():
+    from mlx_edge.pipeline import PipelineConfig
+
+    config = PipelineConfig.from_toml(Path(__file__).resolve().parents[1] / "examples" / "pipeline.toml")
+    assert config.distill["student"] == "half" and config.export["precision"] == "fp16"
+
+
+@pytest.mark.pretrained
+def test_demo_end_to_end_on_a_sample(tmp_path, minilm_dir):
+    result = CliRunner().invoke(main, ["demo", "--out", str(tmp_path), "--limit", "150", "--teacher-epochs", "1",
+                                       "--distill-epochs", "1", "--quiet"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["check"]["ok"] is True
+    assert set(report["accuracy"]) == {"dev", "test"}
+    assert report["parameters"]["teacher"] > 20e6  # the real MiniLM-L6
+    assert "retained" in result.output and "check: PASSED" in result.output
