@@ -170,10 +170,12 @@ class BertSelfAttention(nn.Module):
         return context.transpose(0, 2, 1, 3).reshape(B, L, H), probs
 
 
-class BertSelfOutput(nn.Module):
-    def __init__(self, config: BertConfig):
+class BertResidualOutput(nn.Module):
+    """dense → dropout → + residual → LayerNorm: HF's `BertSelfOutput` and `BertOutput` alike."""
+
+    def __init__(self, config: BertConfig, in_features: int):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
@@ -185,7 +187,7 @@ class BertAttention(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.self = BertSelfAttention(config)
-        self.output = BertSelfOutput(config)
+        self.output = BertResidualOutput(config, config.hidden_size)
 
     def __call__(self, x, mask, return_probs):
         context, probs = self.self(x, mask, return_probs)
@@ -202,23 +204,12 @@ class BertIntermediate(nn.Module):
         return self.act(self.dense(x))
 
 
-class BertOutputBlock(nn.Module):
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-
-    def __call__(self, x: mx.array, residual: mx.array) -> mx.array:
-        return self.LayerNorm(self.dropout(self.dense(x)) + residual)
-
-
 class BertLayer(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.attention = BertAttention(config)
         self.intermediate = BertIntermediate(config)
-        self.output = BertOutputBlock(config)
+        self.output = BertResidualOutput(config, config.intermediate_size)
 
     def __call__(self, x, mask, return_probs):
         attended, probs = self.attention(x, mask, return_probs)
