@@ -1,0 +1,339 @@
+"""`augment(...)`: new labeled examples from seeds, appended to a JSONL file round by round.
+
+One round: prompt the LLM for every class still short of `per_class` (or make token edits of the
+seeds when no LLM is given), parse the answers, drop duplicates and seed copies, let the teacher
+drop what it disagrees with or doubts, keep at most `per_class` per class, append, save state.
+The state file next to the output makes an interrupted run continue where it stopped.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import random
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from mlx_edge.augment.dedup import Deduper
+from mlx_edge.augment.fallback import propose_edits
+from mlx_edge.augment.generate import Generator, check_llm, load_generator
+from mlx_edge.augment.parse import parse_answer
+from mlx_edge.augment.prompt import PROMPT_TEMPLATE, build_prompt, pick_shots
+from mlx_edge.data import LabelMap, read_labeled
+from mlx_edge.errors import DataError, MlxEdgeError
+from mlx_edge.fileio import atomic_write_json
+from mlx_edge.manifest import file_fingerprint, versions
+
+COLUMNS = ("generated", "duplicates", "disagreements", "low_confidence", "surplus", "kept")
+
+
+class AugmentError(MlxEdgeError):
+    """An output that cannot be written, or that holds another run's work."""
+
+    exit_code = 7
+
+
+@dataclass
+class ClassCounts:
+    """Per class: `generated` and the drops count against the class asked for; `kept` is rows written."""
+
+    generated: int = 0
+    duplicates: int = 0  # exact or near copies of a kept example or of a seed
+    disagreements: int = 0  # the teacher's label differs (with relabel: kept under it when confident)
+    low_confidence: int = 0
+    surplus: int = 0  # good examples beyond --per-class (balancing)
+    kept: int = 0
+
+
+@dataclass
+class AugmentResult:
+    out: str
+    manifest: str
+    method: str
+    classes: dict[str, ClassCounts]
+    per_class: int
+    rounds: int
+    new_examples: int  # written by this run (the rest came from an earlier, interrupted run)
+    resumed: bool
+    seconds: float
+    short: list[str] = field(default_factory=list)  # classes still below per_class (max rounds reached)
+
+    @property
+    def complete(self) -> bool:
+        return not self.short
+
+    @property
+    def examples_per_second(self) -> float:
+        return self.new_examples / max(self.seconds, 1e-9)
+
+
+def sidecar_paths(out: Path) -> tuple[Path, Path]:
+    """The manifest and the resume state that live next to the output file."""
+    return out.with_name(out.name + ".manifest.json"), out.with_name(out.name + ".state.json")
+
+
+def augment(*, seeds: Path, out: Path, per_class: int, llm: str | None = None, generator: Generator | None = None,
+            classes: list[str] | None = None, teacher: Path | None = None, min_confidence: float = 0.0,
+            relabel: bool = False, shots: int = 5, per_prompt: int = 10, batch_size: int = 8, max_rounds: int = 50,
+            max_tokens: int = 512, temperature: float = 0.8, top_p: float = 0.95, seed: int = 0,
+            near_duplicate: float = 0.8, min_chars: int = 3, max_chars: int = 300, text_column: str | None = None,
+            label_column: str | None = None, force: bool = False, progress: bool = True,
+            on_round: Callable[[int, int], None] | None = None) -> AugmentResult:
+    """Write up to `per_class` new examples per class of `seeds` to `out` (JSONL {"text","label"}).
+
+    The LLM is `generator` (any object with `.name` and `.generate(prompts, ...)`) or `llm` (an
+    mlx-lm directory or hub id); with neither, token edits of the seeds. `on_round(round, kept)` is
+    called after each round has been saved.
+    """
+    seeds, out = Path(seeds), Path(out)
+    if per_class < 1:
+        raise DataError(f"--per-class must be at least 1, got {per_class}")
+    by_class = _read_seeds(seeds, classes, text_column, label_column)
+    classes = list(by_class)
+    method = "llm" if (llm is not None or generator is not None) else "edits"
+    llm_name = generator.name if generator is not None else llm
+    setup = {
+        "seeds": file_fingerprint(seeds), "classes": classes, "per_class": per_class, "method": method,
+        "llm": llm_name, "prompt_template": PROMPT_TEMPLATE if method == "llm" else None, "shots": shots,
+        "per_prompt": per_prompt, "batch_size": batch_size, "max_tokens": max_tokens, "temperature": temperature,
+        "top_p": top_p, "seed": seed, "near_duplicate": near_duplicate, "min_chars": min_chars,
+        "max_chars": max_chars, "teacher": _teacher_setup(teacher), "min_confidence": min_confidence,
+        "relabel": relabel,
+    }
+    if method == "llm" and generator is None:
+        check_llm(llm)
+    _check_writable(out)
+    manifest_path, state_path = sidecar_paths(out)
+    state = _start(out, manifest_path, state_path, setup, force)
+    resumed = state["round"] > 0
+    counts = {c: ClassCounts(**state["counts"].get(c, {})) for c in classes}
+    deduper = _deduper(by_class, out, near_duplicate, near_seeds=method == "llm")
+
+    started, new = time.perf_counter(), 0
+    short = [c for c in classes if counts[c].kept < per_class]
+    if short and state["round"] < max_rounds:
+        if method == "llm" and generator is None:
+            generator = load_generator(llm)
+        judge = None
+        if teacher is not None:
+            from mlx_edge.augment.clean import TeacherJudge
+
+            judge = TeacherJudge(teacher, classes=classes)
+        _write_manifest(manifest_path, setup, generator, counts, state["round"], done=False)
+        bar = _bar(per_class * len(classes), sum(c.kept for c in counts.values()), progress)
+        while short and state["round"] < max_rounds:
+            number = state["round"]
+            rng = random.Random(f"{seed}:{number}")  # a resumed run makes the same prompts as one that never stopped
+            if method == "llm":
+                candidates = _llm_round(generator, by_class, short, rng, number, shots=shots, per_prompt=per_prompt,
+                                        batch_size=batch_size, max_tokens=max_tokens, temperature=temperature,
+                                        top_p=top_p, seed=seed, min_chars=min_chars, max_chars=max_chars)
+            else:
+                candidates = [(c, t) for c in short
+                              for t in propose_edits(by_class[c], max(per_prompt, per_class - counts[c].kept), rng)
+                              if min_chars <= len(t) <= max_chars]
+            rows = _filter(candidates, counts, deduper, judge, classes=classes, per_class=per_class,
+                           min_confidence=min_confidence, relabel=relabel, near_duplicate=near_duplicate)
+            state = _append(out, state_path, state, rows, counts)
+            new += len(rows)
+            if bar is not None:
+                bar.update(len(rows))
+            if on_round is not None:
+                on_round(number, len(rows))
+            short = [c for c in classes if counts[c].kept < per_class]
+        if bar is not None:
+            bar.close()
+    _write_manifest(manifest_path, setup, generator, counts, state["round"], done=not short)
+    return AugmentResult(str(out), str(manifest_path), method, counts, per_class, state["round"], new, resumed,
+                         time.perf_counter() - started, short)
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+def _read_seeds(path: Path, classes: list[str] | None, text_column, label_column) -> dict[str, list[str]]:
+    """Seed texts by class, in label-map order; every requested class must have at least one."""
+    data = read_labeled(path, text_column=text_column, label_column=label_column)
+    by_class: dict[str, list[str]] = {}
+    for text, label in zip(data.texts, data.labels):
+        by_class.setdefault(label, []).append(text)
+    if classes:
+        missing = [c for c in classes if c not in by_class]
+        if missing:
+            raise DataError(f"class {', '.join(map(repr, missing))} has no examples in {path} "
+                            f"(classes there: {', '.join(LabelMap.from_data(data).labels)})",
+                            "add a few real examples of it to the seeds, or leave it out of --classes")
+        return {c: by_class[c] for c in dict.fromkeys(classes)}
+    return {c: by_class[c] for c in LabelMap.from_data(data).labels}
+
+
+def _teacher_setup(teacher: Path | None) -> dict | None:
+    if teacher is None:
+        return None
+    from mlx_edge.teacher.source import check_local_model, file_hash_of_weights
+
+    check_local_model(Path(teacher))
+    return {"path": str(Path(teacher).resolve()), "weights_sha256": file_hash_of_weights(Path(teacher))}
+
+
+def _check_writable(out: Path) -> None:
+    if out.is_dir():
+        raise AugmentError(f"--out {out} is a directory", "pass a file path such as synthetic.jsonl")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+        os.close(fd)
+        os.unlink(probe)
+        if out.exists():
+            with open(out, "a", encoding="utf-8"):
+                pass
+    except OSError as exc:
+        raise AugmentError(f"cannot write {out}: {exc.strerror or exc}", "choose a writable --out path") from None
+
+
+# ----------------------------------------------------------------------------------------- resume
+
+def _start(out: Path, manifest_path: Path, state_path: Path, setup: dict, force: bool) -> dict:
+    """The saved state of this very setup (resume), or a fresh one; `out` cut back to what it records."""
+    if force:
+        for path in (out, manifest_path, state_path):
+            path.unlink(missing_ok=True)
+    if state_path.is_file():
+        state, manifest = _read_json(state_path), _read_json(manifest_path) if manifest_path.is_file() else {}
+        old = manifest.get("setup") or {}
+        if old != setup:
+            changed = sorted(k for k in set(setup) | set(old) if old.get(k) != setup.get(k))
+            raise AugmentError(f"{out} holds an augment run with other settings (differs in: {', '.join(changed)})",
+                               "re-run the same command to continue it, or pass --force to start over")
+        size = out.stat().st_size if out.exists() else 0
+        if size < state["out_bytes"]:
+            raise AugmentError(f"{out} is shorter than its state file records ({size} < {state['out_bytes']} bytes)",
+                               "it was edited or truncated: pass --force to start over")
+        if size > state["out_bytes"]:  # rows of a round that was interrupted before its state was saved
+            with open(out, "r+b") as f:
+                f.truncate(state["out_bytes"])
+        return state
+    if out.exists() and out.stat().st_size > 0:
+        raise AugmentError(f"{out} exists and was not written by mlx-edge augment (no {state_path.name})",
+                           "choose another --out, or pass --force to replace it")
+    out.write_text("", encoding="utf-8")
+    state = {"round": 0, "out_bytes": 0, "counts": {}}
+    atomic_write_json(manifest_path, {"kind": "augment", "setup": setup})
+    atomic_write_json(state_path, state)
+    return state
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise AugmentError(f"{path} is unreadable ({exc})", "pass --force to start over") from None
+
+
+def _deduper(by_class: dict[str, list[str]], out: Path, threshold: float, *, near_seeds: bool) -> Deduper:
+    """Seeds plus every example already written (so a resumed run dedups exactly as before)."""
+    deduper = Deduper(threshold, near_seeds=near_seeds)
+    for texts in by_class.values():
+        for text in texts:
+            deduper.add(text, seed=True)
+    if out.exists():
+        for line in out.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                deduper.add(json.loads(line)["text"])
+    return deduper
+
+
+def _append(out: Path, state_path: Path, state: dict, rows: list[tuple[str, str]],
+            counts: dict[str, ClassCounts]) -> dict:
+    """Append a round's rows, then record it: a crash in between is cut back on resume."""
+    with open(out, "a", encoding="utf-8") as f:
+        f.write("".join(json.dumps({"text": t, "label": c}, ensure_ascii=False) + "\n" for c, t in rows))
+        f.flush()
+        os.fsync(f.fileno())
+    state = {"round": state["round"] + 1, "out_bytes": out.stat().st_size,
+             "counts": {c: asdict(v) for c, v in counts.items()}}
+    atomic_write_json(state_path, state)
+    return state
+
+
+def _write_manifest(path: Path, setup: dict, generator, counts: dict[str, ClassCounts], rounds: int,
+                    done: bool) -> None:
+    manifest = _read_json(path) if path.is_file() else {}
+    manifest.update({"kind": "augment", "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                     "versions": versions(), "setup": setup, "rounds": rounds, "complete": done,
+                     "report": {c: asdict(v) for c, v in counts.items()}})
+    if generator is not None:
+        manifest["chat_template"] = bool(getattr(generator, "chat_template", False))
+    atomic_write_json(path, manifest)
+
+
+# ------------------------------------------------------------------------------------------ rounds
+
+def _llm_round(generator, by_class, short, rng, number, *, shots, per_prompt, batch_size, max_tokens,
+               temperature, top_p, seed, min_chars, max_chars) -> list[tuple[str, str]]:
+    """One batch of prompts spread over the classes still short; (asked class, text) candidates."""
+    slots = [short[(number + i) % len(short)] for i in range(max(batch_size, 1))]
+    prompts = [build_prompt(c, pick_shots(by_class[c], shots, rng), per_prompt) for c in slots]
+    answers = generator.generate(prompts, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                                 seed=seed * 1_000_003 + number)
+    return [(c, t) for c, answer in zip(slots, answers)
+            for t in parse_answer(answer, label=c, min_chars=min_chars, max_chars=max_chars)]
+
+
+def _filter(candidates, counts, deduper, judge, *, classes, per_class, min_confidence, relabel,
+            near_duplicate) -> list[tuple[str, str]]:
+    """Dedup, teacher check and balancing of one round's candidates; updates `counts` and `deduper`."""
+    fresh = Deduper(near_duplicate)  # duplicates within this round
+    pending = []
+    for label, text in candidates:
+        counts[label].generated += 1
+        if deduper.check(text) or fresh.check(text):
+            counts[label].duplicates += 1
+            continue
+        fresh.add(text)
+        pending.append((label, text))
+    if judge is not None and pending:
+        verdicts = list(zip(*judge.judge([t for _, t in pending])))
+    else:
+        verdicts = [(label, 1.0) for label, _ in pending]
+    rows = []
+    for (label, text), (said, confidence) in zip(pending, verdicts):
+        final = label
+        if said != label:
+            counts[label].disagreements += 1
+            if not relabel or said not in counts or confidence < min_confidence:
+                continue
+            final = said
+        elif confidence < min_confidence:
+            counts[label].low_confidence += 1
+            continue
+        if counts[final].kept >= per_class:
+            counts[label].surplus += 1
+            continue
+        counts[final].kept += 1
+        deduper.add(text)
+        rows.append((final, text))
+    return rows
+
+
+def _bar(total: int, initial: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, desc="augment", unit="ex", leave=False)
+
+
+def format_report(result: AugmentResult) -> str:
+    """The per-class table the CLI prints."""
+    width = max(8, *(len(c) for c in result.classes))
+    names = [col.replace("_", "-") for col in COLUMNS]
+    lines = [f"{'class':<{width}}" + "".join(f"  {name:>{len(name)}}" for name in names)]
+    total = ClassCounts(**{col: sum(getattr(c, col) for c in result.classes.values()) for col in COLUMNS})
+    for label, c in [*result.classes.items(), ("total", total)]:
+        cells = (f"  {getattr(c, col):>{len(name)}}" for col, name in zip(COLUMNS, names))
+        lines.append(f"{label:<{width}}" + "".join(cells))
+    return "\n".join(lines)

@@ -1,0 +1,119 @@
+"""Text generators: the local LLM through mlx-lm, and a scripted one for tests.
+
+A generator answers a list of prompts (user messages) with a list of texts, one per prompt.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Protocol
+
+from mlx_edge.errors import ModelError
+
+
+class Generator(Protocol):
+    name: str
+
+    def generate(self, prompts: list[str], *, max_tokens: int, temperature: float, top_p: float,
+                 seed: int) -> list[str]: ...
+
+
+class MlxLmGenerator:
+    """A local mlx-lm model: chat template when the tokenizer has one, batched when mlx-lm can."""
+
+    def __init__(self, model, tokenizer, name: str):
+        self.model, self.tokenizer, self.name = model, tokenizer, name
+        self.chat_template = bool(getattr(tokenizer, "has_chat_template", False))
+
+    def format(self, prompt: str) -> list[int]:
+        if self.chat_template:
+            messages = [{"role": "user", "content": prompt}]
+            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            if isinstance(ids, dict):  # transformers 5 may return a BatchEncoding
+                ids = ids["input_ids"]
+            return list(ids)
+        return list(self.tokenizer.encode(prompt + "\n"))
+
+    def generate(self, prompts: list[str], *, max_tokens: int, temperature: float, top_p: float,
+                 seed: int) -> list[str]:
+        import mlx.core as mx
+        from mlx_lm.sample_utils import make_sampler
+
+        mx.random.seed(seed)
+        sampler = make_sampler(temp=temperature, top_p=top_p)
+        ids = [self.format(p) for p in prompts]
+        try:
+            from mlx_lm import batch_generate
+        except ImportError:  # an mlx-lm without batching: one prompt at a time
+            batch_generate = None
+        if batch_generate is not None and len(ids) > 1:
+            return list(batch_generate(self.model, self.tokenizer, ids, max_tokens=max_tokens,
+                                       sampler=sampler).texts)
+        from mlx_lm import generate
+
+        return [generate(self.model, self.tokenizer, prompt=p, max_tokens=max_tokens, sampler=sampler)
+                for p in ids]
+
+
+class ScriptedGenerator:
+    """Answers from a function of (prompt, call number): exact, repeatable outputs for tests."""
+
+    def __init__(self, answer: Callable[[str, int], str], name: str = "scripted"):
+        self.answer, self.name, self.calls = answer, name, 0
+        self.chat_template = False
+        self.prompts: list[str] = []
+
+    def generate(self, prompts: list[str], *, max_tokens: int, temperature: float, top_p: float,
+                 seed: int) -> list[str]:
+        out = []
+        for prompt in prompts:
+            out.append(self.answer(prompt, self.calls))
+            self.prompts.append(prompt)
+            self.calls += 1
+        return out
+
+
+def is_local(llm: str) -> bool:
+    """A path (exists, or looks like one) rather than a hub id such as mlx-community/NAME."""
+    return Path(llm).expanduser().exists() or llm.startswith((".", "/", "~")) or llm.count("/") != 1
+
+
+def check_llm(llm: str) -> None:
+    """The cheap checks of a local LLM directory, done before anything is written."""
+    if is_local(llm):
+        _check_llm_dir(Path(llm).expanduser())
+
+
+def load_generator(llm: str) -> MlxLmGenerator:
+    """An mlx-lm model from a local directory or a hub id (mlx-lm downloads and caches it)."""
+    path = Path(llm).expanduser()
+    local = is_local(llm)
+    if local:
+        _check_llm_dir(path)
+    try:
+        from mlx_lm import load
+
+        model, tokenizer = load(str(path) if local else llm)
+    except Exception as exc:  # mlx-lm raises ValueError/FileNotFoundError/hub errors: all the user's to fix
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ModelError(f"cannot load the LLM {llm}: {first}",
+                         "pass an mlx-lm model directory or hub id, e.g. mlx-community/Qwen2.5-1.5B-Instruct-4bit")
+    return MlxLmGenerator(model, tokenizer, llm)
+
+
+def _check_llm_dir(path: Path) -> None:
+    if not path.exists():
+        raise ModelError(f"LLM directory {path} does not exist",
+                         "pass a local mlx-lm model directory, or a hub id like mlx-community/NAME")
+    if not path.is_dir() or not (path / "config.json").is_file():
+        raise ModelError(f"{path} is not a language model directory (no config.json)",
+                         "pass a directory made by mlx_lm.convert, or a hub id")
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ModelError(f"{path / 'config.json'} is not valid JSON ({exc})") from None
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise ModelError(f"{path / 'config.json'} has no model_type", "pass an mlx-lm model directory")
+    if not any(path.glob("*.safetensors")):
+        raise ModelError(f"{path} has no *.safetensors weights", "convert the model with mlx_lm.convert")

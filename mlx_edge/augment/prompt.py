@@ -1,0 +1,39 @@
+"""The prompt a local instruct LLM gets: the class name, a few real examples, what to write back."""
+
+from __future__ import annotations
+
+import random
+
+from mlx_edge.augment.dedup import has_cjk
+
+# Recorded verbatim in the output's manifest: a change here is a different setup.
+PROMPT_TEMPLATE = (
+    "You write training data for a text classifier. The class is \"{label}\".\n"
+    "Real examples of this class:\n"
+    "{examples}\n"
+    "\n"
+    "Write {count} new examples of the class \"{label}\". Use the same language and style as the real "
+    "examples: similar length, similar wording, the same kind of content.{language} Do not copy the "
+    "examples. Answer with one example per line, with no numbering, no quotes and no explanations."
+)
+
+
+def language_hint(examples: list[str]) -> str:
+    """An explicit language instruction: small models drift into English unless told."""
+    cjk = sum(has_cjk(t) for t in examples)
+    if cjk == len(examples):
+        return " Write them in Chinese."
+    if cjk:
+        return " Mix languages the way the real examples do."
+    return ""
+
+
+def build_prompt(label: str, examples: list[str], count: int) -> str:
+    """The user message asking for `count` new examples of `label`, shown `examples`."""
+    shown = "\n".join(f"- {' '.join(t.split())}" for t in examples)
+    return PROMPT_TEMPLATE.format(label=label, examples=shown, count=count, language=language_hint(examples))
+
+
+def pick_shots(seeds: list[str], shots: int, rng: random.Random) -> list[str]:
+    """A different random handful of seeds for each prompt (more variety in the answers)."""
+    return rng.sample(seeds, min(shots, len(seeds)))
