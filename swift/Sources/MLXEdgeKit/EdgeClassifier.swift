@@ -4,174 +4,203 @@ import Foundation
 
 /// Errors thrown by ``EdgeClassifier``.
 public enum EdgeClassifierError: Error, CustomStringConvertible, LocalizedError {
+    /// A prediction result lacks the output the manifest names, or it is not a multi-array.
     case missingOutput(model: String, name: String)
-    case unexpectedHeadOutput(String)
-    case embeddingDimensionMismatch(expected: Int, actual: Int)
+    /// A feature type MLMultiArray cannot hold (int64).
+    case unsupportedDataType(feature: String, dataType: String)
 
     public var description: String {
         switch self {
-        case let .missingOutput(model, name): return "EdgeClassifier: the \(model) has no output \"\(name)\""
-        case let .unexpectedHeadOutput(detail): return "EdgeClassifier: cannot read the head's probabilities: \(detail)"
-        case let .embeddingDimensionMismatch(expected, actual):
-            return "EdgeClassifier: the head expects \(expected) embedding values, the encoder gave \(actual)"
+        case let .missingOutput(model, name):
+            return "EdgeClassifier: the \(model)'s prediction has no multi-array output \"\(name)\""
+        case let .unsupportedDataType(feature, dataType):
+            return "EdgeClassifier: feature \"\(feature)\" has data type \(dataType), which MLMultiArray cannot hold"
         }
     }
 
     public var errorDescription: String? { description }
 }
 
-/// Text → tokens → encoder (`input_ids`, `attention_mask`: Int32 `[1, maxLength]`) →
-/// `embedding` → head → probabilities → label.
+/// Text → ``BertTokenizer`` → encoder → embedding → head → ``ClassificationResult``.
 ///
-/// All tokenization and result logic is in the pure core (``BertTokenizer``,
-/// ``ClassificationResult``); this type only moves arrays in and out of CoreML.
+/// Every feature name and shape comes from the bundle's ``BundleManifest`` (through
+/// ``BundleIO``): the encoder's token-id and mask inputs, its embedding output, the head's
+/// embedding input and its probability output, a plain `MLMultiArray` in label order (the
+/// head is a NeuralNetwork model, not a classifier model). This type only copies arrays
+/// into and out of CoreML; the logic is in the pure core and tested on Linux.
 public final class EdgeClassifier: @unchecked Sendable {
-    /// Feature names of the exported encoder and head.
-    public struct IONames: Sendable {
-        public var inputIds: String
-        public var attentionMask: String
-        /// Encoder output holding the sentence embedding.
-        public var encoderEmbedding: String
-        /// Head input fed with the embedding.
-        public var headEmbedding: String
-        /// Head output with the probabilities; nil uses the model description's
-        /// `predictedProbabilitiesName`.
-        public var headProbabilities: String?
-
-        public init(inputIds: String = "input_ids", attentionMask: String = "attention_mask",
-                    encoderEmbedding: String = "embedding", headEmbedding: String = "embedding",
-                    headProbabilities: String? = nil) {
-            self.inputIds = inputIds
-            self.attentionMask = attentionMask
-            self.encoderEmbedding = encoderEmbedding
-            self.headEmbedding = headEmbedding
-            self.headProbabilities = headProbabilities
-        }
-    }
-
+    public let manifest: BundleManifest
+    public let io: BundleIO
     public let tokenizer: BertTokenizer
     public let encoder: MLModel
-    public let names: IONames
-    /// Class labels in the head's class order (used when the head outputs an array).
-    public let labels: [String]
-    /// Sequence length fed to the encoder.
-    public let maxLength: Int
 
     private let lock = NSLock()
     private var _head: MLModel
+
+    /// Labels in the head's output order (the manifest's `labels`).
+    public var labels: [String] { io.labels }
 
     public var head: MLModel {
         lock.lock(); defer { lock.unlock() }
         return _head
     }
 
-    public init(encoder: MLModel, head: MLModel, tokenizer: BertTokenizer, labels: [String],
-                names: IONames = IONames(), maxLength: Int? = nil) {
+    /// Checks that both models have the features the manifest names
+    /// (``BundleIOError/modelMismatch(model:missing:)`` otherwise).
+    public init(manifest: BundleManifest, encoder: MLModel, head: MLModel, tokenizer: BertTokenizer) throws {
+        let io = try manifest.io()
+        try EdgeClassifier.check(encoder, as: .encoder, io: io)
+        try EdgeClassifier.check(head, as: .head, io: io)
+        self.manifest = manifest
+        self.io = io
+        self.tokenizer = tokenizer
         self.encoder = encoder
         self._head = head
-        self.tokenizer = tokenizer
-        self.labels = labels
-        self.names = names
-        // Prefer the encoder's fixed input length, else the tokenizer's setting.
-        let declared = encoder.modelDescription.inputDescriptionsByName[names.inputIds]?
-            .multiArrayConstraint?.shape.last?.intValue
-        self.maxLength = maxLength ?? declared.flatMap { $0 > 1 ? $0 : nil } ?? tokenizer.configuration.maxLength
     }
 
-    /// Loads compiled models (`.mlmodelc`; see ``compiledModelURL(for:)``).
-    public convenience init(encoderURL: URL, headURL: URL, tokenizer: BertTokenizer, labels: [String],
-                            names: IONames = IONames(), maxLength: Int? = nil,
-                            configuration: MLModelConfiguration = MLModelConfiguration()) throws {
+    /// Loads compiled models (`.mlmodelc`; see ``compiledModelURL(_:manifest:bundleDirectory:cacheDirectory:)``).
+    /// `configuration` defaults to the manifest's compute units.
+    public convenience init(manifest: BundleManifest, encoderURL: URL, headURL: URL, tokenizer: BertTokenizer,
+                            configuration: MLModelConfiguration? = nil) throws {
+        let configuration = configuration ?? EdgeClassifier.configuration(for: manifest)
         let encoder = try MLModel(contentsOf: encoderURL, configuration: configuration)
         let head = try MLModel(contentsOf: headURL, configuration: configuration)
-        self.init(encoder: encoder, head: head, tokenizer: tokenizer, labels: labels, names: names, maxLength: maxLength)
+        try self.init(manifest: manifest, encoder: encoder, head: head, tokenizer: tokenizer)
     }
 
-    /// Compiles an `.mlpackage` / `.mlmodel` (returns a temporary `.mlmodelc`); a
-    /// `.mlmodelc` is returned unchanged. Move the result somewhere permanent to keep it.
-    public static func compiledModelURL(for url: URL) async throws -> URL {
-        if url.pathExtension == "mlmodelc" { return url }
-        return try await MLModel.compileModel(at: url)
+    /// An `MLModelConfiguration` with the compute units the bundle was exported for.
+    public static func configuration(for manifest: BundleManifest) -> MLModelConfiguration {
+        let configuration = MLModelConfiguration()
+        configuration.computeUnits = manifest.computeUnits.mlComputeUnits
+        return configuration
     }
 
-    /// Swaps in a new head (e.g. after ``OnDeviceUpdater`` committed an update).
-    public func replaceHead(with model: MLModel) {
+    /// Swaps in a new head (e.g. the URL ``OnDeviceUpdater/update(with:options:progress:)`` returns).
+    public func replaceHead(with model: MLModel) throws {
+        try EdgeClassifier.check(model, as: .head, io: io)
         lock.lock(); defer { lock.unlock() }
         _head = model
     }
 
-    public func replaceHead(contentsOf url: URL, configuration: MLModelConfiguration = MLModelConfiguration()) throws {
-        replaceHead(with: try MLModel(contentsOf: url, configuration: configuration))
+    public func replaceHead(contentsOf url: URL, configuration: MLModelConfiguration? = nil) throws {
+        try replaceHead(with: try MLModel(contentsOf: url, configuration: configuration ?? EdgeClassifier.configuration(for: manifest)))
     }
 
-    /// The encoder's sentence embedding for `text`, flattened.
+    // MARK: Prediction
+
+    /// The encoder's sentence embedding for `text` (flattened: `hidden` values).
     public func embedding(for text: String) throws -> [Float] {
-        let encoding = try tokenizer.encode(text, maxLength: maxLength)
-        let shape = [1, encoding.inputIds.count]
-        let inputs = try MLDictionaryFeatureProvider(dictionary: [
-            names.inputIds: MLMultiArray(MLShapedArray<Int32>(scalars: encoding.inputIds, shape: shape)),
-            names.attentionMask: MLMultiArray(MLShapedArray<Int32>(scalars: encoding.attentionMask, shape: shape)),
-        ])
-        let output = try encoder.prediction(from: inputs)
-        guard let array = output.featureValue(for: names.encoderEmbedding)?.multiArrayValue else {
-            throw EdgeClassifierError.missingOutput(model: "encoder", name: names.encoderEmbedding)
+        let inputs = try io.encoderInputs(for: text, tokenizer: tokenizer)
+        let output = try encoder.prediction(from: try EdgeClassifier.provider(inputs))
+        let name = io.encoderEmbedding.name
+        guard let array = output.featureValue(for: name)?.multiArrayValue else {
+            throw EdgeClassifierError.missingOutput(model: "encoder", name: name)
         }
-        return MLShapedArray<Float>(converting: array).scalars
+        return try io.embedding(fromEncoderOutput: MLShapedArray<Float>(converting: array).scalars)
     }
 
     public func classify(_ text: String) throws -> ClassificationResult {
         try classify(embedding: try embedding(for: text))
     }
 
+    /// Runs the head on an embedding (e.g. a stored correction's).
     public func classify(embedding: [Float]) throws -> ClassificationResult {
-        let head = self.head
-        let input = try EdgeClassifier.featureValue(
-            embedding, for: head.modelDescription.inputDescriptionsByName[names.headEmbedding])
-        let output = try head.prediction(from: MLDictionaryFeatureProvider(dictionary: [names.headEmbedding: input]))
-        guard let name = names.headProbabilities ?? head.modelDescription.predictedProbabilitiesName else {
-            throw EdgeClassifierError.unexpectedHeadOutput("no probabilities output name")
-        }
-        guard let value = output.featureValue(for: name) else {
+        let input = try io.headInput(embedding: embedding)
+        let output = try head.prediction(from: try EdgeClassifier.provider([input]))
+        let name = io.headProbabilities.name
+        guard let array = output.featureValue(for: name)?.multiArrayValue else {
             throw EdgeClassifierError.missingOutput(model: "head", name: name)
         }
-        if value.type == .dictionary {
-            var probabilities: [String: Double] = [:]
-            for (key, number) in value.dictionaryValue {
-                probabilities[(key.base as? String) ?? "\(key.base)"] = number.doubleValue
-            }
-            if let result = ClassificationResult(probabilities: probabilities) { return result }
-        } else if let array = value.multiArrayValue {
-            let values = MLShapedArray<Double>(converting: array).scalars
-            if let result = ClassificationResult(values: values, labels: labels) { return result }
-            throw EdgeClassifierError.unexpectedHeadOutput("\(values.count) values for \(labels.count) labels")
-        }
-        throw EdgeClassifierError.unexpectedHeadOutput("feature \"\(name)\" of type \(value.type.rawValue)")
+        return try io.classification(fromHeadOutput: MLShapedArray<Double>(converting: array).scalars)
     }
 
-    /// An embedding as the MLMultiArray a head input declares (shape and data type),
-    /// defaulting to Float32 `[count]`. Shared with ``OnDeviceUpdater``.
-    static func featureValue(_ embedding: [Float], for description: MLFeatureDescription?) throws -> MLFeatureValue {
-        var shape = [embedding.count]
-        var dataType = MLMultiArrayDataType.float32
-        if let constraint = description?.multiArrayConstraint {
-            let declared = constraint.shape.map(\.intValue)
-            let elements = declared.reduce(1, *)
-            if !declared.isEmpty, declared.allSatisfy({ $0 > 0 }) {
-                guard elements == embedding.count else {
-                    throw EdgeClassifierError.embeddingDimensionMismatch(expected: elements, actual: embedding.count)
-                }
-                shape = declared
+    // MARK: Compiling the bundle's models
+
+    /// The compiled `.mlmodelc` of one of the bundle's models, kept in `cacheDirectory`
+    /// (use a writable place such as Application Support, not the app bundle). The first call
+    /// compiles the bundle's `.mlpackage` / `.mlmodel` with `MLModel.compileModel(at:)`; later
+    /// calls return the cached copy. The name holds the model's digest from the manifest
+    /// (``BundleManifest/compiledModelName(_:)``), so a new export is compiled again, and older
+    /// compiled copies of that model are removed.
+    public static func compiledModelURL(_ kind: BundleManifest.ModelKind, manifest: BundleManifest,
+                                        bundleDirectory: URL, cacheDirectory: URL) async throws -> URL {
+        let fileManager = FileManager.default
+        let name = manifest.compiledModelName(kind)
+        let destination = cacheDirectory.appendingPathComponent(name, isDirectory: true)
+        if fileManager.fileExists(atPath: destination.path) { return destination }
+        let source = BundleManifest.url(of: manifest.model(kind).file, in: bundleDirectory)
+        let compiled = try await MLModel.compileModel(at: source) // a temporary location
+        try fileManager.createDirectory(at: cacheDirectory, withIntermediateDirectories: true)
+        let staging = cacheDirectory.appendingPathComponent(".\(UUID().uuidString).partial", isDirectory: true)
+        try fileManager.moveItem(at: compiled, to: staging)
+        do {
+            try AtomicFile.rename(staging, to: destination)
+        } catch {
+            try? fileManager.removeItem(at: staging)
+            guard fileManager.fileExists(atPath: destination.path) else { throw error } // else: another caller won
+        }
+        let names = (try? fileManager.contentsOfDirectory(atPath: cacheDirectory.path)) ?? []
+        for stale in manifest.staleCompiledModelNames(kind, among: names) {
+            try? fileManager.removeItem(at: cacheDirectory.appendingPathComponent(stale))
+        }
+        return destination
+    }
+
+    // MARK: CoreML glue (shared with OnDeviceUpdater)
+
+    static func check(_ model: MLModel, as kind: BundleManifest.ModelKind, io: BundleIO, training: Bool = false) throws {
+        let description = model.modelDescription
+        try io.checkModel(kind, inputNames: Set(description.inputDescriptionsByName.keys),
+                          outputNames: Set(description.outputDescriptionsByName.keys),
+                          trainingInputNames: training ? Set(description.trainingInputDescriptionsByName.keys) : nil)
+    }
+
+    static func provider(_ features: [FeatureArray]) throws -> MLDictionaryFeatureProvider {
+        var dictionary: [String: Any] = [:]
+        for feature in features {
+            dictionary[feature.name] = MLFeatureValue(multiArray: try feature.multiArray())
+        }
+        return try MLDictionaryFeatureProvider(dictionary: dictionary)
+    }
+}
+
+extension FeatureArray {
+    /// An `MLMultiArray` of the declared shape and data type holding the values.
+    func multiArray() throws -> MLMultiArray {
+        switch (values, dataType) {
+        case let (.int32(v), .int32):
+            return MLMultiArray(MLShapedArray<Int32>(scalars: v, shape: shape))
+        case let (.float32(v), .float32):
+            return MLMultiArray(MLShapedArray<Float>(scalars: v, shape: shape))
+        case let (.int32(v), .float32):
+            return MLMultiArray(MLShapedArray<Float>(scalars: v.map { Float($0) }, shape: shape))
+        case let (.float32(v), .float64):
+            return MLMultiArray(MLShapedArray<Double>(scalars: v.map { Double($0) }, shape: shape))
+        case let (.int32(v), .float64):
+            return MLMultiArray(MLShapedArray<Double>(scalars: v.map { Double($0) }, shape: shape))
+        case let (.float32(v), .int32):
+            return MLMultiArray(MLShapedArray<Int32>(scalars: v.map { Int32($0) }, shape: shape))
+        case (_, .float16):
+            let array = try MLMultiArray(shape: shape.map { NSNumber(value: $0) }, dataType: .float16)
+            switch values {
+            case let .float32(v): for (i, x) in v.enumerated() { array[i] = NSNumber(value: x) }
+            case let .int32(v): for (i, x) in v.enumerated() { array[i] = NSNumber(value: Float(x)) }
             }
-            dataType = constraint.dataType
+            return array
+        case (_, .int64):
+            throw EdgeClassifierError.unsupportedDataType(feature: name, dataType: dataType.rawValue)
         }
-        let array: MLMultiArray
-        switch dataType {
-        case .double:
-            array = MLMultiArray(MLShapedArray<Double>(scalars: embedding.map(Double.init), shape: shape))
-        default:
-            array = MLMultiArray(MLShapedArray<Float>(scalars: embedding, shape: shape))
+    }
+}
+
+extension BundleManifest.ComputeUnits {
+    public var mlComputeUnits: MLComputeUnits {
+        switch self {
+        case .cpuAndGPU: return .cpuAndGPU
+        case .all: return .all
+        case .cpuAndNeuralEngine: return .cpuAndNeuralEngine
+        case .cpuOnly: return .cpuOnly
         }
-        return MLFeatureValue(multiArray: array)
     }
 }
 #endif

@@ -7,8 +7,6 @@ public enum OnDeviceUpdaterError: Error, CustomStringConvertible, LocalizedError
     /// Another update is running; only one at a time.
     case updateInProgress
     case modelNotUpdatable(path: String)
-    case missingTrainingInput(String)
-    case unsupportedLabelInputType(String)
     /// The update task ended without completing (failed or cancelled).
     case taskFailed(state: String, underlying: String?)
 
@@ -16,8 +14,6 @@ public enum OnDeviceUpdaterError: Error, CustomStringConvertible, LocalizedError
         switch self {
         case .updateInProgress: return "OnDeviceUpdater: an update is already running"
         case let .modelNotUpdatable(path): return "OnDeviceUpdater: the model at \(path) is not updatable"
-        case let .missingTrainingInput(name): return "OnDeviceUpdater: the model has no training input \"\(name)\""
-        case let .unsupportedLabelInputType(detail): return "OnDeviceUpdater: unsupported label input type: \(detail)"
         case let .taskFailed(state, underlying):
             return "OnDeviceUpdater: the update task ended in state \(state)" + (underlying.map { ": \($0)" } ?? "")
         }
@@ -26,8 +22,12 @@ public enum OnDeviceUpdaterError: Error, CustomStringConvertible, LocalizedError
     public var errorDescription: String? { description }
 }
 
-/// Fine-tunes the updatable classifier head on device with `MLUpdateTask`, one update
-/// at a time, and commits the result through ``ModelStore`` (atomic swap).
+/// Fine-tunes the updatable head on device with `MLUpdateTask`, one update at a time, and
+/// commits the result through ``ModelStore`` (atomic swap).
+///
+/// The training inputs' names, shapes and data types come from the bundle's
+/// ``BundleManifest`` (`models.head.training_inputs`: the embedding `[hidden]` Float32 and the
+/// label index `[1]` Int32), built by the pure ``BundleIO/trainingInputs(for:)``.
 public actor OnDeviceUpdater {
     public struct Options: Sendable {
         public var epochs: Int?
@@ -55,21 +55,29 @@ public actor OnDeviceUpdater {
     }
 
     public let store: ModelStore
+    public let io: BundleIO
     private var isUpdating = false
 
-    public init(store: ModelStore) {
+    /// `store` holds the compiled head (`.mlmodelc`) of the bundle `manifest` describes.
+    public init(store: ModelStore, manifest: BundleManifest) throws {
         self.store = store
+        self.io = try manifest.io()
     }
 
     /// Trains the current head (``ModelStore/currentModelURL(validate:)``, a compiled
     /// `.mlmodelc`) on `batch`, writes the updated model to a staging location, commits it,
     /// and returns the new current model URL. Throws ``OnDeviceUpdaterError/updateInProgress``
-    /// if called while another update runs. Cancelling the Swift task cancels the update.
+    /// if called while another update runs, ``BundleIOError`` if `batch` was not built for this
+    /// bundle (``BundleIO/makeTrainingBatch(corrections:embed:)``) or an option is outside the
+    /// head's allowed values. Cancelling the Swift task cancels the update.
     public func update(with batch: TrainingBatch, options: Options = Options(),
                        progress: (@Sendable (Progress) -> Void)? = nil) async throws -> URL {
         guard !isUpdating else { throw OnDeviceUpdaterError.updateInProgress }
         isUpdating = true
         defer { isUpdating = false }
+        try io.check(batch)
+        try io.checkUpdateOptions(epochs: options.epochs, learningRate: options.learningRate,
+                                  miniBatchSize: options.miniBatchSize)
 
         let configuration = MLModelConfiguration()
         configuration.computeUnits = options.computeUnits
@@ -87,7 +95,8 @@ public actor OnDeviceUpdater {
         guard model.modelDescription.isUpdatable else {
             throw OnDeviceUpdaterError.modelNotUpdatable(path: modelURL.path)
         }
-        let trainingData = try OnDeviceUpdater.batchProvider(for: batch, description: model.modelDescription)
+        try EdgeClassifier.check(model, as: .head, io: io, training: true)
+        let trainingData = try OnDeviceUpdater.batchProvider(for: batch, io: io)
         let outputURL = try store.makeStagingURL()
 
         let box = TaskBox()
@@ -134,51 +143,15 @@ public actor OnDeviceUpdater {
 
     // MARK: Helpers
 
-    /// One MLFeatureProvider per example, typed as the model's training inputs declare.
-    static func batchProvider(for batch: TrainingBatch, description: MLModelDescription) throws -> MLArrayBatchProvider {
-        let inputs = description.trainingInputDescriptionsByName
-        guard let embeddingDescription = inputs[batch.embeddingInputName] else {
-            throw OnDeviceUpdaterError.missingTrainingInput(batch.embeddingInputName)
-        }
-        guard let labelDescription = inputs[batch.labelInputName] else {
-            throw OnDeviceUpdaterError.missingTrainingInput(batch.labelInputName)
-        }
+    /// One MLFeatureProvider per example, with the names, shapes and data types of the
+    /// manifest's training inputs.
+    static func batchProvider(for batch: TrainingBatch, io: BundleIO) throws -> MLArrayBatchProvider {
         var providers: [MLFeatureProvider] = []
         providers.reserveCapacity(batch.count)
         for example in batch.examples {
-            let embedding = try EdgeClassifier.featureValue(example.embedding, for: embeddingDescription)
-            let label = try labelValue(example.labelIndex, labels: batch.labels, description: labelDescription)
-            providers.append(try MLDictionaryFeatureProvider(dictionary: [
-                batch.embeddingInputName: embedding,
-                batch.labelInputName: label,
-            ]))
+            providers.append(try EdgeClassifier.provider(try io.trainingInputs(for: example)))
         }
         return MLArrayBatchProvider(array: providers)
-    }
-
-    /// The true class: an Int32 `[1]` multi-array (default), or Int64 / String scalars
-    /// when the model declares those.
-    static func labelValue(_ index: Int32, labels: [String], description: MLFeatureDescription) throws -> MLFeatureValue {
-        switch description.type {
-        case .multiArray:
-            let dataType = description.multiArrayConstraint?.dataType ?? .int32
-            switch dataType {
-            case .int32:
-                return MLFeatureValue(multiArray: MLMultiArray(MLShapedArray<Int32>(scalars: [index], shape: [1])))
-            case .double:
-                return MLFeatureValue(multiArray: MLMultiArray(MLShapedArray<Double>(scalars: [Double(index)], shape: [1])))
-            case .float32:
-                return MLFeatureValue(multiArray: MLMultiArray(MLShapedArray<Float>(scalars: [Float(index)], shape: [1])))
-            default:
-                throw OnDeviceUpdaterError.unsupportedLabelInputType("multi-array data type \(dataType.rawValue)")
-            }
-        case .int64:
-            return MLFeatureValue(int64: Int64(index))
-        case .string:
-            return MLFeatureValue(string: labels[Int(index)])
-        default:
-            throw OnDeviceUpdaterError.unsupportedLabelInputType("feature type \(description.type.rawValue)")
-        }
     }
 
     static func progress(from context: MLUpdateContext) -> Progress {

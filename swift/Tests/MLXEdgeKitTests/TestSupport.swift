@@ -92,3 +92,97 @@ func makeTemporaryDirectory(_ testCase: XCTestCase) throws -> URL {
     testCase.addTeardownBlock { try? FileManager.default.removeItem(at: url) }
     return url
 }
+
+// MARK: Bundle manifest fixture (scripts/make_bundle_manifest_fixture.py)
+
+extension Fixtures {
+    /// `Fixtures/bundle/`: manifest.json and the tokenizer files of a real tiny export.
+    static func bundleDirectory() throws -> URL {
+        let url = Bundle.module.url(forResource: "bundle", withExtension: nil, subdirectory: "Fixtures")
+        return try XCTUnwrap(url, "missing Fixtures/bundle; run scripts/make_bundle_manifest_fixture.py")
+    }
+
+    static func bundleManifestData() throws -> Data {
+        try Data(contentsOf: try bundleDirectory().appendingPathComponent(BundleManifest.fileName))
+    }
+
+    static func bundleManifest() throws -> BundleManifest {
+        try BundleManifest.load(from: try bundleDirectory())
+    }
+
+    /// The fixture's manifest.json as JSONSerialization objects, for mutation.
+    static func bundleManifestJSON() throws -> [String: Any] {
+        try XCTUnwrap(try JSONSerialization.jsonObject(with: try bundleManifestData()) as? [String: Any])
+    }
+
+    /// A copy of the fixture bundle folder in a temporary directory (writable).
+    static func copyOfBundle(_ testCase: XCTestCase) throws -> URL {
+        let destination = try makeTemporaryDirectory(testCase).appendingPathComponent("bundle")
+        try FileManager.default.copyItem(at: try bundleDirectory(), to: destination)
+        return destination
+    }
+}
+
+/// One step of a path into JSON: an object key or an array index.
+enum JSONKey: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
+    case key(String)
+    case index(Int)
+
+    init(stringLiteral value: String) { self = .key(value) }
+    init(integerLiteral value: Int) { self = .index(value) }
+}
+
+/// `root` with the value at `path` replaced by `value`; nil removes it (use NSNull() for null).
+func replacing(_ root: Any, at path: ArraySlice<JSONKey>, with value: Any?) -> Any {
+    guard let first = path.first else { return value ?? NSNull() }
+    let rest = path.dropFirst()
+    switch first {
+    case let .key(key):
+        var object = root as! [String: Any]
+        if rest.isEmpty {
+            object[key] = value
+        } else {
+            object[key] = replacing(object[key]!, at: rest, with: value)
+        }
+        return object
+    case let .index(index):
+        var array = root as! [Any]
+        if rest.isEmpty {
+            if let value { array[index] = value } else { array.remove(at: index) }
+        } else {
+            array[index] = replacing(array[index], at: rest, with: value)
+        }
+        return array
+    }
+}
+
+/// The fixture's manifest.json with the given changes, as JSON bytes.
+func mutatedManifest(_ changes: [([JSONKey], Any?)]) throws -> Data {
+    var json: Any = try Fixtures.bundleManifestJSON()
+    for (path, value) in changes {
+        json = replacing(json, at: path[...], with: value)
+    }
+    return try JSONSerialization.data(withJSONObject: json)
+}
+
+func mutatedManifest(_ path: [JSONKey], _ value: Any?) throws -> Data {
+    try mutatedManifest([(path, value)])
+}
+
+/// Decodes (and validates) manifest bytes, failing the test on any error.
+func decodeManifest(_ data: Data, file: StaticString = #filePath, line: UInt = #line) throws -> BundleManifest {
+    do {
+        return try BundleManifest(jsonData: data)
+    } catch {
+        XCTFail("unexpected error: \(error)", file: file, line: line)
+        throw error
+    }
+}
+
+/// Asserts that decoding + validating `data` throws exactly `expected`.
+func assertManifestError(_ data: Data, _ expected: BundleManifestError,
+                         file: StaticString = #filePath, line: UInt = #line) {
+    XCTAssertThrowsError(try BundleManifest(jsonData: data), file: file, line: line) { error in
+        XCTAssertEqual(error as? BundleManifestError, expected, "\(error)", file: file, line: line)
+    }
+}

@@ -1,0 +1,108 @@
+"""The Swift package's manifest fixture still matches what the exporter writes.
+
+swift/Tests/MLXEdgeKitTests/Fixtures/bundle/manifest.json is a real export of a tiny student; the
+Swift tests (BundleManifestTests) decode and validate it. If the exporter's manifest changes shape
+(a key added, renamed or removed), the fixture is stale and these tests fail: regenerate it with
+`.venv/bin/python scripts/make_bundle_manifest_fixture.py` and run the Swift tests
+(`cd swift && swift test`), which judge whether MLXEdgeKit still reads the new contract.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from mlx_edge.export import manifest_problems
+from mlx_edge.fileio import sha256_file
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "make_bundle_manifest_fixture.py"
+FIXTURE = ROOT / "swift" / "Tests" / "MLXEdgeKitTests" / "Fixtures" / "bundle"
+REGENERATE = "regenerate it with `.venv/bin/python scripts/make_bundle_manifest_fixture.py`, then run the Swift tests"
+# Free-form objects (the schema says only "object"): their keys are data, not the contract.
+OPAQUE = {"checks.results[].figures"}
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("make_bundle_manifest_fixture", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def key_paths(value, prefix: str = "") -> set[str]:
+    """Every key path of a JSON value: `models.head.loss.type`, list items as `[]`."""
+    paths = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = f"{prefix}.{key}" if prefix else key
+            paths.add(path)
+            if path not in OPAQUE:
+                paths |= key_paths(item, path)
+    elif isinstance(value, list):
+        for item in value:
+            paths |= key_paths(item, f"{prefix}[]")
+    return paths
+
+
+@pytest.fixture(scope="module")
+def fixture_manifest() -> dict:
+    path = FIXTURE / "manifest.json"
+    assert path.is_file(), f"{path} is missing: {REGENERATE}"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def fresh_manifest(tmp_path_factory) -> dict:
+    """The manifest the current exporter writes for the same tiny student (a few seconds)."""
+    script = _script()
+    bundle = script.export_tiny_bundle(tmp_path_factory.mktemp("swift-manifest-fixture"))
+    return script.fixture_manifest(bundle)
+
+
+def test_fixture_validates_against_the_schema(fixture_manifest):
+    problems = manifest_problems(fixture_manifest)
+    assert problems == [], f"the Swift fixture violates bundle_manifest.schema.json: {problems[:3]}; {REGENERATE}"
+
+
+def test_fixture_has_the_keys_of_a_fresh_export(fixture_manifest, fresh_manifest):
+    assert manifest_problems(fresh_manifest) == []
+    ours, fresh = key_paths(fixture_manifest), key_paths(fresh_manifest)
+    missing, extra = sorted(fresh - ours), sorted(ours - fresh)
+    assert not missing and not extra, (
+        f"the exporter's manifest changed: keys only in a fresh export {missing}, keys only in the Swift fixture "
+        f"{extra}; {REGENERATE}")
+
+
+def test_fixture_describes_the_same_contract(fixture_manifest, fresh_manifest):
+    """Beyond the keys: the names and shapes the Swift side reads."""
+    for path in (("labels",), ("max_length",), ("sequence_length",), ("models", "encoder", "inputs"),
+                 ("models", "encoder", "outputs"), ("models", "encoder", "embedding_output"),
+                 ("models", "head", "inputs"), ("models", "head", "outputs"), ("models", "head", "training_inputs"),
+                 ("models", "head", "embedding_input"), ("models", "head", "label_input"),
+                 ("models", "head", "probabilities_output"), ("models", "head", "loss"),
+                 ("tokenizer", "files"), ("tokenizer", "vocab_file")):
+        ours, fresh = fixture_manifest, fresh_manifest
+        for key in path:
+            ours, fresh = ours[key], fresh[key]
+        assert ours == fresh, f"{'.'.join(path)}: fixture {ours!r}, fresh export {fresh!r}; {REGENERATE}"
+    assert sorted(fixture_manifest["files"]) == sorted(fresh_manifest["files"]), REGENERATE
+
+
+def test_fixture_files_match_their_manifest_entries(fixture_manifest):
+    """The tokenizer files shipped with the fixture verify against its sha256 entries (the Swift tests rely on it)."""
+    for name in fixture_manifest["tokenizer"]["files"]:
+        entry = fixture_manifest["files"][name]
+        path = FIXTURE / name
+        assert path.is_file(), f"{path} is missing: {REGENERATE}"
+        assert (sha256_file(path), path.stat().st_size) == (entry["sha256"], entry["bytes"]), f"{name}: {REGENERATE}"
+    assert sorted(p.name for p in FIXTURE.iterdir()) == sorted(["manifest.json", *fixture_manifest["tokenizer"]["files"]])
+
+
+def test_key_paths():
+    assert key_paths({"a": {"b": 1}, "c": [{"d": 2}, {"e": 3}]}) == {"a", "a.b", "c", "c[].d", "c[].e"}
+    assert key_paths({"checks": {"results": [{"figures": {"x": 1}}]}}) == {
+        "checks", "checks.results", "checks.results[].figures"}
