@@ -173,3 +173,4 @@ from mlx_edge import cli_distill  # noqa: E402,F401
 from mlx_edge import cli_export  # noqa: E402,F401
 from mlx_edge import cli_run  # noqa: E402,F401
 from mlx_edge import cli_augment  # noqa: E402,F401
+from mlx_edge import cli_bench  # noqa: E402,F401

@@ -19,7 +19,7 @@ def test_help_lists_only_built_stages():
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0
     listed = set(main.commands)
-    assert {"doctor", "data", "predict", "demo", "run", "teacher", "distill", "export", "check", "augment"} <= listed
+    assert {"doctor", "data", "predict", "demo", "run", "teacher", "distill", "export", "check", "augment", "bench"} <= listed
     for name in listed:
         assert f"  {name} " in result.output
 

@@ -1,0 +1,173 @@
+"""`bench(...)`: every workload on every backend present, same weights and inputs, then the verdicts."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from mlx_edge.bench import measure
+from mlx_edge.bench.backends import create_runner, select, unavailable_reason
+from mlx_edge.bench.workloads import DEFAULT_KINDS, make_inputs, plan, prepare_models, workload_flops
+
+SCHEMA_VERSION = 1
+
+
+def bench(*, model: str = "tiny", backends: list[str] | None = None, workloads=DEFAULT_KINDS,
+          seq_lens=(32, 128), infer_batches=(1, 32), train_batch: int = 32, train_seq: int | None = None,
+          warmup: int = 2, repeats: int = 5, budget_s: float = 6.0, matmul_n: int | None = None,
+          threads: int | None = None, teacher: Path | None = None, seed: int = 0,
+          work_dir: Path | None = None, log: Callable[[str], None] | None = None) -> dict:
+    """Run every workload on every backend present; returns the JSON-ready report.
+
+    Report keys: model (shapes, params), machine (CPU, load, thread variables), backends (version,
+    device, threads), skipped [{backend, reason}], peak_matmul {backend: {n, flops_per_s} | None},
+    workloads [{name, kind, batch, seq, flops, fastest, results: [{backend, status (ok | disagrees |
+    unsupported | failed), median_s, min_s, max_s, spread, times_s, samples_per_s, latency_ms,
+    flops_per_s, roofline_pct, ratio (ok only), memory {rss_delta_bytes, device_peak_bytes,
+    device_peak_kind}, agreement {agrees, reference, max_abs_diff}, reason}]}], disagreements,
+    settings, wall_s.
+    """
+    log = log or (lambda _msg: None)
+    started = time.perf_counter()
+    _passive_openmp()
+    threads = threads or os.cpu_count() or 1
+    planned = plan(workloads, seq_lens=seq_lens, infer_batches=infer_batches, train_batch=train_batch,
+                   train_seq=train_seq)
+    specs = select(backends)
+    machine = measure.machine_info()
+    with tempfile.TemporaryDirectory(prefix="mlx-edge-bench-") as tmp:
+        work = Path(work_dir or tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        log(f"preparing models ({model}) in {work}")
+        models = prepare_models(model, work, teacher=teacher, seed=seed)
+        runners, skipped = {}, []
+        for spec in specs:
+            reason = unavailable_reason(spec)
+            if reason is None:
+                try:
+                    runners[spec.name] = create_runner(spec, models, work, threads=threads)
+                except Exception as exc:  # a backend that is present but cannot start is reported, not fatal
+                    reason = f"failed to start: {type(exc).__name__}: {exc}"
+            if reason is not None:
+                skipped.append({"backend": spec.name, "reason": reason})
+                log(f"skip {spec.name}: {reason}")
+        peaks = {name: _peak(runner, matmul_n, log) for name, runner in runners.items()}
+        rows = []
+        for workload in planned:
+            inputs = make_inputs(workload, models.student.vocab_size, models.student.num_labels, seed)
+            flops = workload_flops(workload, models.student, models.teacher)
+            entries, checks = {}, {}
+            for name, runner in runners.items():
+                entry, check = _run_one(runner, workload, inputs, warmup, repeats, budget_s, log)
+                entries[name] = entry
+                if check is not None:
+                    checks[name] = check
+            rows.append(_finish(workload, flops, entries, measure.compare(checks) if checks else {}, peaks))
+        info = {name: runner.info() for name, runner in runners.items()}
+    machine["load_average_after"] = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "model": {"name": model, "description": models.description, "student": _shape(models, "student"),
+                  "teacher": _shape(models, "teacher")},
+        "machine": machine,
+        "backends": info,
+        "skipped": skipped,
+        "peak_matmul": peaks,
+        "workloads": rows,
+        "disagreements": [{"workload": r["name"], "backend": e["backend"], "reference": e["agreement"]["reference"],
+                           "max_abs_diff": e["agreement"]["max_abs_diff"]}
+                          for r in rows for e in r["results"] if e["status"] == "disagrees"],
+        "settings": {"warmup": warmup, "repeats": repeats, "budget_s": budget_s, "threads": threads, "seed": seed,
+                     "rtol": measure.RTOL, "atol": measure.ATOL},
+        "wall_s": time.perf_counter() - started,
+    }
+
+
+def _passive_openmp() -> None:
+    """OpenMP threads that sleep rather than spin while idle, unless the user chose otherwise.
+
+    PyTorch's spinning OpenMP workers made small CPU steps 30-200x slower on a 2-core machine shared
+    with other work (a worker loses its core and every parallel region waits for it); idle
+    spinning also steals the cores the next backend is timed on. Takes effect only if torch is not
+    loaded yet; the report records the setting.
+    """
+    import sys
+
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def _shape(models, which: str) -> dict:
+    c = getattr(models, which)
+    return {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads,
+            "ffn": c.intermediate_size, "vocab": c.vocab_size, "labels": c.num_labels, "act": c.hidden_act,
+            "params": models.params(which)}
+
+
+def matmul_size(spec, override: int | None = None) -> int:
+    """n of the peak n x n x n matmul: big enough to reach the backend's peak, small enough to be quick."""
+    return override or (4096 if spec.gpu else 1024)
+
+
+def _peak(runner, matmul_n: int | None, log) -> dict | None:
+    n = matmul_size(runner.spec, matmul_n)
+    try:
+        step = runner.matmul(n)
+        if step is None:
+            return None
+        value = measure.peak_matmul_flops(step, n)
+    except Exception as exc:  # the roofline column is then left empty for this backend
+        log(f"{runner.spec.name}: peak matmul failed ({exc})")
+        return None
+    log(f"{runner.spec.name}: peak matmul {value / 1e9:.1f} GFLOP/s (n={n})")
+    return {"n": n, "flops_per_s": value}
+
+
+def _run_one(runner, workload, inputs, warmup, repeats, budget_s, log):
+    name = runner.spec.name
+    entry = {"backend": name}
+    reason = runner.supports(workload)
+    if reason is not None:
+        return {**entry, "status": "unsupported", "reason": reason}, None
+    try:
+        task = runner.build(workload, inputs)  # loading and exporting are not part of the workload's memory
+        runner.reset_peak()
+        with measure.ResidentPeak() as rss:
+            check = task.check()
+            times = measure.time_steps(task.step, warmup=warmup, repeats=repeats, budget_s=budget_s)
+            device_peak = runner.device_peak()
+        del task
+    except Exception as exc:  # one backend failing one workload must not sink the run
+        log(f"{name} {workload.name}: failed ({type(exc).__name__}: {exc})")
+        return {**entry, "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}, None
+    stats = measure.summarize(times)
+    log(f"{name:<16} {workload.name:<22} {stats['median_s'] * 1e3:9.1f} ms  (x{stats['repeats']})")
+    entry.update(status="ok", **stats, memory={
+        "rss_delta_bytes": rss.delta, "rss_exact": rss.exact,
+        "device_peak_bytes": device_peak, "device_peak_kind": runner.memory_kind if device_peak is not None else None})
+    return entry, check
+
+
+def _finish(workload, flops: float, entries: dict, verdicts: dict, peaks: dict) -> dict:
+    """Agreement, throughput, roofline and the ratio to the fastest agreeing backend."""
+    for name, entry in entries.items():
+        if entry["status"] != "ok":
+            continue
+        verdict = verdicts.get(name, {"agrees": True, "reference": None, "max_abs_diff": 0.0})
+        entry["agreement"] = verdict
+        if not verdict["agrees"]:
+            entry["status"] = "disagrees"
+        median = entry["median_s"]
+        entry["samples_per_s"] = workload.batch / median
+        entry["latency_ms"] = median * 1e3
+        entry["flops_per_s"] = flops / median
+        peak = peaks.get(name)
+        entry["roofline_pct"] = 100.0 * entry["flops_per_s"] / peak["flops_per_s"] if peak else None
+    ranked = sorted((e for e in entries.values() if e["status"] == "ok"), key=lambda e: e["median_s"])
+    for entry in ranked:
+        entry["ratio"] = entry["median_s"] / ranked[0]["median_s"]
+    return {**workload.to_dict(), "flops": flops, "fastest": ranked[0]["backend"] if ranked else None,
+            "results": list(entries.values())}

@@ -1,0 +1,179 @@
+"""What is measured: the models, the inputs every backend gets, the workloads and their FLOP counts."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from mlx_edge.errors import MlxEdgeError
+
+KINDS = ("infer", "train", "distill", "distill-cached", "label")
+DEFAULT_KINDS = ("infer", "train", "distill", "label")
+LABELS = ["finance", "health", "life", "study", "travel", "work"]
+MINILM_VOCAB = 30522
+# The default teacher of the distillation and labeling workloads: the MiniLM-L6 shape (6 x 384).
+TEACHER_SHAPE = dict(num_hidden_layers=6, hidden_size=384, num_attention_heads=12, intermediate_size=1536,
+                     hidden_act="gelu")
+BASE_SHAPE = dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                  hidden_act="gelu")
+# Dropout is off on every backend: the PyTorch mirror has none, and a deterministic step can be
+# compared across backends (dropout is a few elementwise ops; it does not change the picture).
+NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0)
+KD_TEMPERATURE, CE_WEIGHT = 2.0, 0.1
+LEARNING_RATE, WEIGHT_DECAY = 1e-4, 0.01
+
+
+class BenchError(MlxEdgeError):
+    """A benchmark that cannot be set up as asked."""
+
+    exit_code = 9
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One measured thing. `kind`: infer (student forward), train (student forward, backward, AdamW),
+    distill (train with KD + CE, the teacher's forward live), distill-cached (same, teacher logits
+    precomputed), label (teacher forward)."""
+
+    kind: str
+    batch: int
+    seq: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind} b{self.batch} L{self.seq}"
+
+    @property
+    def trains(self) -> bool:
+        return self.kind in ("train", "distill", "distill-cached")
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, **asdict(self)}
+
+
+def plan(kinds=DEFAULT_KINDS, *, seq_lens=(32, 128), infer_batches=(1, 32), train_batch=32,
+         train_seq: int | None = None) -> list[Workload]:
+    """The workloads for `kinds`: inference at every (batch, length), the others at one size."""
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise BenchError(f"unknown workload {', '.join(unknown)}", f"choose from {', '.join(KINDS)}")
+    train_seq = train_seq or max(seq_lens)
+    out = []
+    for kind in kinds:
+        if kind == "infer":
+            out += [Workload("infer", b, s) for b in infer_batches for s in seq_lens]
+        else:
+            out.append(Workload(kind, train_batch, train_seq))
+    return out
+
+
+def make_inputs(workload: Workload, vocab_size: int, num_labels: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """The one batch every backend gets: ids int32 (B, L) starting with [CLS], a mask with a
+    padded tail on every other row, labels int32 (B,)."""
+    rng = np.random.default_rng([seed, workload.batch, workload.seq])
+    b, n = workload.batch, workload.seq
+    ids = rng.integers(min(1000, vocab_size // 2), vocab_size, size=(b, n)).astype(np.int32)
+    ids[:, 0] = min(101, vocab_size - 1)
+    mask = np.ones((b, n), dtype=np.int32)
+    mask[1::2, max(2, (3 * n) // 4):] = 0  # padding, as real batches have
+    ids[mask == 0] = 0
+    labels = rng.integers(0, num_labels, size=b).astype(np.int32)
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+# ------------------------------------------------------------------------------------------ FLOPs
+
+def forward_flops(config, batch: int, seq: int) -> float:
+    """Multiply-adds x 2 of one forward pass: the projections, FFN, attention matmuls, pooler, head.
+    Padded positions count (every backend computes them); softmax/LayerNorm/GELU do not."""
+    h, f, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    tokens = batch * seq
+    per_layer = 2 * tokens * (4 * h * h + 2 * h * f) + 2 * 2 * batch * seq * seq * h
+    return float(layers * per_layer + 2 * batch * (h * h + h * config.num_labels))
+
+
+def workload_flops(workload: Workload, student, teacher) -> float:
+    """Backward = 2x forward (the usual estimate); the AdamW update's elementwise work is not counted."""
+    b, s = workload.batch, workload.seq
+    if workload.kind == "infer":
+        return forward_flops(student, b, s)
+    if workload.kind == "label":
+        return forward_flops(teacher, b, s)
+    flops = 3 * forward_flops(student, b, s)
+    if workload.kind == "distill":
+        flops += forward_flops(teacher, b, s)
+    return flops
+
+
+# ----------------------------------------------------------------------------------------- models
+
+@dataclass
+class Models:
+    """The student and teacher as HF directories (every backend loads these same weights)."""
+
+    student_dir: Path
+    teacher_dir: Path
+    student: object  # BertConfig
+    teacher: object
+    description: str
+
+    def params(self, which: str) -> int:
+        c = getattr(self, which)
+        h, f = c.hidden_size, c.intermediate_size
+        per_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
+        emb = (c.vocab_size + c.max_position_embeddings + c.type_vocab_size + 2) * h
+        return c.num_hidden_layers * per_layer + emb + h * h + h + (h + 1) * c.num_labels
+
+
+def prepare_models(model: str, work: Path, *, teacher: Path | None = None, seed: int = 0) -> Models:
+    """`model`: tiny | small | base (random, seeded) or an HF BERT directory. The teacher: a random
+    MiniLM-L6-shaped BERT with the student's vocabulary and labels, unless `teacher` names a directory."""
+    from mlx_edge.distill.student import PRESETS
+    from mlx_edge.models.bert import BertConfig
+    from mlx_edge.models.checkpoint import load_config
+
+    if model in PRESETS or model == "base":
+        shape = BASE_SHAPE if model == "base" else PRESETS[model]
+        config = BertConfig(**shape, vocab_size=MINILM_VOCAB, id2label=dict(enumerate(LABELS)), **NO_DROPOUT)
+        student_dir = _save_random(config, work / "student", seed)
+        description = f"{model} (random, seed {seed})"
+    elif Path(model).is_dir():
+        config = replace(load_config(Path(model)), **NO_DROPOUT)
+        student_dir = _resave(Path(model), config, work / "student", seed)
+        description = str(model)
+    else:
+        raise BenchError(f"--model {model!r} is neither a preset nor a directory",
+                         f"use one of {', '.join([*PRESETS, 'base'])} or an HF BERT directory")
+    if teacher is not None:
+        t_config = replace(load_config(teacher), **NO_DROPOUT)
+        if t_config.vocab_size != config.vocab_size:
+            raise BenchError(f"teacher vocab {t_config.vocab_size} != student vocab {config.vocab_size}",
+                             "pass a teacher with the student's tokenizer")
+        t_config.id2label = dict(config.id2label)
+        teacher_dir = _resave(teacher, t_config, work / "teacher", seed + 1)
+    else:
+        t_config = BertConfig(**TEACHER_SHAPE, vocab_size=config.vocab_size,
+                              max_position_embeddings=config.max_position_embeddings,
+                              id2label=dict(config.id2label), **NO_DROPOUT)
+        teacher_dir = _save_random(t_config, work / "teacher", seed + 1)
+    return Models(student_dir, teacher_dir, config, t_config, description)
+
+
+def _save_random(config, out: Path, seed: int) -> Path:
+    from mlx_edge.models.bert import BertForSequenceClassification, init_weights
+    from mlx_edge.models.checkpoint import save_model
+
+    model = BertForSequenceClassification(config)
+    init_weights(model, seed=seed)
+    return save_model(model, out)
+
+
+def _resave(source: Path, config, out: Path, seed: int) -> Path:
+    """Load a directory (a bare encoder gets a seeded head) and save it with dropout off."""
+    from mlx_edge.models.checkpoint import load_model, save_model
+
+    model = load_model(source, labels=config.labels, seed=seed)
+    model.config = config
+    return save_model(model, out)

@@ -1,0 +1,263 @@
+"""`mlx-edge bench` on a micro model (2 layers, width 32): the JSON's shape and values, the plot,
+skipped and faked devices, and a deliberately wrong backend that must be flagged, not ranked."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from mlx_edge.cli import main
+
+MICRO = ["--batch-sizes", "1,2", "--seq-lens", "16", "--train-batch", "2", "--train-seq-len", "16",
+         "--warmup", "1", "--repeats", "2", "--budget", "1", "--matmul-size", "256", "--quiet"]
+CPU_BACKENDS = ("mlx-cpu", "torch-cpu", "onnxruntime-cpu")
+# The peak matmul and a workload are timed separately on a shared machine: allow the achieved
+# FLOP/s to exceed the measured peak by this factor before calling it wrong.
+ROOFLINE_SLACK = 5
+
+
+def micro_kwargs(tiny_bert_dir, **extra):
+    base = dict(model=str(tiny_bert_dir), teacher=tiny_bert_dir, seq_lens=(16,), infer_batches=(1, 2),
+                train_batch=2, train_seq=16, warmup=1, repeats=2, budget_s=1.0, matmul_n=256)
+    return {**base, **extra}
+
+
+@pytest.fixture(scope="module")
+def cli_run(tiny_bert_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    result = CliRunner().invoke(main, ["bench", "--model", str(tiny_bert_dir), "--teacher", str(tiny_bert_dir),
+                                       "--workloads", "infer,train,distill,distill-cached,label",
+                                       "--json", str(out / "bench.json"), "--plot", str(out / "bench.png"), *MICRO])
+    return result, out
+
+
+def test_json_structure_and_values(cli_run):
+    result, out = cli_run
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "bench.json").read_text())
+    assert report["schema_version"] == 1
+    assert {"platform", "cpus", "python", "load_average"} <= set(report["machine"])
+    assert set(CPU_BACKENDS) <= set(report["backends"])
+    for name in CPU_BACKENDS:
+        assert report["peak_matmul"][name]["flops_per_s"] > 0
+    assert report["model"]["student"]["layers"] == 2 and report["model"]["student"]["hidden"] == 32
+    names = [w["name"] for w in report["workloads"]]
+    assert names == ["infer b1 L16", "infer b2 L16", "train b2 L16", "distill b2 L16", "distill-cached b2 L16",
+                     "label b2 L16"]
+    assert report["disagreements"] == []
+    for row in report["workloads"]:
+        assert row["flops"] > 0
+        ranked = [e for e in row["results"] if e["status"] == "ok"]
+        assert row["fastest"] == min(ranked, key=lambda e: e["median_s"])["backend"]
+        for e in ranked:
+            assert e["samples_per_s"] > 0 and e["median_s"] > 0 and e["min_s"] <= e["median_s"] <= e["max_s"]
+            assert 1 <= e["repeats"] <= 2 and e["spread"] >= 0
+            assert e["ratio"] >= 1.0 and (e["ratio"] == 1.0) == (e["backend"] == row["fastest"])
+            assert 0 < e["roofline_pct"] <= 100 * ROOFLINE_SLACK
+            assert e["memory"]["rss_delta_bytes"] >= 0
+            assert e["agreement"]["agrees"]
+        mlx = next(e for e in ranked if e["backend"] == "mlx-cpu")
+        assert mlx["memory"]["device_peak_bytes"] > 0 and "MLX" in mlx["memory"]["device_peak_kind"]
+        ort = next(e for e in row["results"] if e["backend"] == "onnxruntime-cpu")
+        if row["kind"] in ("train", "distill", "distill-cached"):
+            assert ort["status"] == "unsupported" and "inference only" in ort["reason"]
+            assert {e["backend"] for e in ranked} == {"mlx-cpu", "torch-cpu"}
+        else:
+            assert set(CPU_BACKENDS) <= {e["backend"] for e in ranked}
+
+
+def test_table_lists_ratios_and_skipped(cli_run):
+    result, _ = cli_run
+    text = result.output
+    assert "fastest" in text and "% peak" in text and "RSS+" in text
+    assert any(line.strip().endswith("MB") or "MB" in line for line in text.splitlines() if "train b2" in line)
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="on a Mac, Metal, MPS and CoreML are present")
+def test_absent_backends_skipped_with_reason(cli_run):
+    result, out = cli_run
+    report = json.loads((out / "bench.json").read_text())
+    skipped = {s["backend"]: s["reason"] for s in report["skipped"]}
+    assert "Metal" in skipped["mlx-metal"] and "CUDA" in skipped["mlx-cuda"]
+    assert "MPS" in skipped["torch-mps"]
+    assert "macOS" in skipped["coreml-cpu"] and "macOS" in skipped["coreml-ane"]
+    for name in skipped:
+        assert f"skipped {name}:" in result.output
+    import torch
+
+    if not torch.cuda.is_available():
+        assert "CUDA" in skipped["torch-cuda"]
+
+
+def test_plot_is_a_png(cli_run):
+    PIL = pytest.importorskip("PIL.Image")
+    _, out = cli_run
+    with PIL.open(out / "bench.png") as image:
+        assert image.format == "PNG"
+        width, height = image.size
+    assert width >= 600 and height == 450  # figsize (>= 6, 4.5) inches at 100 dpi
+
+
+def test_wrong_backend_is_flagged_not_ranked(tiny_bert_dir, monkeypatch, tmp_path):
+    """Fault injected: torch-cpu's student gets a shifted classifier bias after loading."""
+    from mlx_edge.bench import torch_runner
+
+    real_load = torch_runner.TorchRunner._load
+
+    def corrupt(self, which):
+        model = real_load(self, which)
+        if which == "student":
+            with __import__("torch").no_grad():
+                model.classifier.bias += 0.5
+        return model
+
+    monkeypatch.setattr(torch_runner.TorchRunner, "_load", corrupt)
+    result = CliRunner().invoke(main, ["bench", "--model", str(tiny_bert_dir), "--teacher", str(tiny_bert_dir),
+                                       "--backends", ",".join(CPU_BACKENDS), "--workloads", "infer,label",
+                                       "--json", str(tmp_path / "b.json"), *MICRO])
+    assert result.exit_code == 10, result.output
+    assert "DISAGREES" in result.output and "WARNING: torch-cpu disagrees" in result.output
+    report = json.loads((tmp_path / "b.json").read_text())
+    flagged = {(d["workload"], d["backend"], d["reference"]) for d in report["disagreements"]}
+    assert flagged == {("infer b1 L16", "torch-cpu", "mlx-cpu"), ("infer b2 L16", "torch-cpu", "mlx-cpu")}
+    for row in report["workloads"]:
+        torch_entry = next(e for e in row["results"] if e["backend"] == "torch-cpu")
+        if row["kind"] == "infer":
+            assert torch_entry["status"] == "disagrees" and "ratio" not in torch_entry
+            assert row["fastest"] in ("mlx-cpu", "onnxruntime-cpu")
+            assert torch_entry["agreement"]["max_abs_diff"] == pytest.approx(0.5, abs=0.05)
+        else:  # the teacher was not touched: label agrees
+            assert torch_entry["status"] == "ok"
+
+
+def test_fake_cuda_and_mps_run_the_gpu_code_paths(tiny_bert_dir, monkeypatch):
+    """Faked: PyTorch reports CUDA and MPS present, their torch.device is the CPU, and the
+    synchronize / memory functions are counters. Not faked: everything else in the runner, so the
+    GPU backends' build, check, timing, sync and memory reporting run for real."""
+    import torch
+
+    from mlx_edge import devices
+    from mlx_edge.bench import bench, torch_runner
+
+    calls = {"cuda.sync": 0, "mps.sync": 0, "cuda.reset": 0}
+    monkeypatch.setattr(devices, "torch_backends_available", lambda: {"cuda": True, "mps": True, "cpu": True})
+    monkeypatch.setattr(torch_runner, "_torch_device", lambda name: torch.device("cpu"))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.__setitem__("cuda.sync", calls["cuda.sync"] + 1))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats",
+                        lambda *a: calls.__setitem__("cuda.reset", calls["cuda.reset"] + 1))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: 123_456)
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: calls.__setitem__("mps.sync", calls["mps.sync"] + 1))
+    monkeypatch.setattr(torch.mps, "empty_cache", lambda: None)
+    monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 654_321)
+    report = bench(**micro_kwargs(tiny_bert_dir, backends=["torch-cuda", "torch-mps", "torch-cpu"],
+                                  workloads=("infer", "train")))
+    assert not report["skipped"]
+    assert report["peak_matmul"]["torch-cuda"]["n"] == 256
+    for row in report["workloads"]:
+        by_name = {e["backend"]: e for e in row["results"]}
+        assert all(e["status"] == "ok" for e in by_name.values())
+        assert by_name["torch-cuda"]["memory"]["device_peak_bytes"] == 123_456
+        assert by_name["torch-mps"]["memory"]["device_peak_bytes"] == 654_321
+        assert "not a peak" in by_name["torch-mps"]["memory"]["device_peak_kind"]
+        assert by_name["torch-cpu"]["memory"]["device_peak_bytes"] is None
+    steps = sum(e["repeats"] for row in report["workloads"] for e in row["results"] if e["backend"] == "torch-cuda")
+    assert calls["cuda.sync"] >= steps and calls["mps.sync"] >= steps
+    assert calls["cuda.reset"] == len(report["workloads"])
+
+
+def test_fake_mlx_gpu_runs_the_gpu_backend(tiny_bert_dir, monkeypatch):
+    """Faked: MLX reports a Metal GPU, and the backend's device is mx.cpu (there is no GPU here)."""
+    import mlx.core as mx
+
+    from mlx_edge import devices
+    from mlx_edge.bench import bench, mlx_runner
+
+    monkeypatch.setattr(devices, "mlx_gpu_kind", lambda: "metal")
+    monkeypatch.setattr(mlx_runner, "_mlx_device", lambda name: mx.cpu)
+    report = bench(**micro_kwargs(tiny_bert_dir, backends=["mlx"], workloads=("infer", "distill")))
+    assert [s["backend"] for s in report["skipped"]] == ["mlx-cuda"]
+    assert "CUDA" in report["skipped"][0]["reason"]
+    for row in report["workloads"]:
+        assert {e["backend"]: e["status"] for e in row["results"]} == {"mlx-metal": "ok", "mlx-cpu": "ok"}
+
+
+def test_fake_coreml_runs_the_converted_program(tiny_bert_dir, monkeypatch):
+    """Faked: the macOS check, and MLModel.predict, which CoreML offers only on macOS; the fake runs
+    the saved mlprogram with the NumPy MIL interpreter instead. The conversion is the real one."""
+    from bridges.mil_numpy import load_program, run_program
+    from mlx_edge.bench import backends, bench, ort_runner
+
+    class NumpyMLModel:
+        def __init__(self, path, compute_units):
+            self.program, self.compute_units = load_program(path), compute_units
+
+        def predict(self, feeds):
+            return run_program(self.program, feeds)
+
+    monkeypatch.setattr(backends, "coreml_can_predict", lambda: True)
+    monkeypatch.setattr(ort_runner, "_load_mlmodel", NumpyMLModel)
+    report = bench(**micro_kwargs(tiny_bert_dir, backends=["coreml-cpu", "coreml-ane", "mlx-cpu"],
+                                  workloads=("infer", "train")))
+    assert not report["skipped"] and report["disagreements"] == []
+    status = {(row["name"], e["backend"]): e["status"] for row in report["workloads"] for e in row["results"]}
+    assert status[("infer b1 L16", "coreml-cpu")] == status[("infer b1 L16", "coreml-ane")] == "ok"
+    assert status[("infer b2 L16", "coreml-cpu")] == status[("train b2 L16", "coreml-ane")] == "unsupported"
+    assert report["peak_matmul"]["coreml-cpu"] is None  # no roofline for CoreML
+
+
+def test_peak_matmul_is_sized_for_the_device():
+    from mlx_edge.bench.backends import BACKENDS
+    from mlx_edge.bench.run import matmul_size
+
+    sizes = {b.name: matmul_size(b) for b in BACKENDS}
+    assert sizes["mlx-cpu"] == sizes["torch-cpu"] == 1024
+    assert sizes["mlx-metal"] == sizes["torch-cuda"] == sizes["torch-mps"] == 4096
+    assert matmul_size(BACKENDS[0], 256) == 256
+
+
+def test_compare_picks_the_majority():
+    from mlx_edge.bench.measure import compare
+
+    good = {"logits": np.array([0.1, 0.2])}
+    verdicts = compare({"a": good, "b": {"logits": np.array([0.9, 0.2])}, "c": dict(good)})
+    assert verdicts["a"]["agrees"] and verdicts["c"]["agrees"]
+    assert not verdicts["b"]["agrees"] and verdicts["b"]["reference"] == "a"
+    assert verdicts["b"]["max_abs_diff"] == pytest.approx(0.8)
+    two = compare({"a": good, "b": {"logits": np.array([np.nan, 0.2])}})
+    assert not two["a"]["agrees"] and not two["b"]["agrees"]  # no two agree: nobody is trusted
+
+
+def test_flops_count_matches_a_hand_count():
+    from mlx_edge.bench.workloads import Workload, forward_flops, workload_flops
+    from mlx_edge.models.bert import BertConfig
+
+    c = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+                   id2label={0: "a", 1: "b"})
+    # per layer: q,k,v,o 4*32*32 + ffn 2*32*48 MACs per token; attention 2*L*32 MACs per token
+    per_token = 4 * 32 * 32 + 2 * 32 * 48 + 2 * 16 * 32
+    expected = 2 * (2 * 3 * 16 * per_token + 3 * (32 * 32 + 32 * 2))
+    assert forward_flops(c, 3, 16) == expected
+    assert workload_flops(Workload("train", 3, 16), c, c) == 3 * expected
+    assert workload_flops(Workload("distill", 3, 16), c, c) == 4 * expected
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path):
+    result = CliRunner().invoke(main, ["bench", "--backends", "tpu"])
+    assert result.exit_code == 2 and "unknown tpu" in result.output
+    result = CliRunner().invoke(main, ["bench", "--model", str(tmp_path / "nope"), "--quiet"])
+    assert result.exit_code == 9 and "neither a preset nor a directory" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bench_help_imports_no_heavy_library():
+    code = ("import sys; from mlx_edge.cli import main\n"
+            "try: main(['bench', '--help'])\nexcept SystemExit: pass\n"
+            "print(sorted(m for m in ('mlx.core','torch','onnxruntime','matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "--backends" in out and out.strip().splitlines()[-1] == "[]"
