@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -171,7 +172,10 @@ def main() -> None:
         for backend in ("mlx", "torch"):
             cmd = [sys.executable, __file__, "--child", backend, "--paths", json.dumps(paths), "--steps",
                    str(args.steps), "--warmup", str(args.warmup)] + (["--with-hidden"] if args.with_hidden else [])
-            results[backend] = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+            # PASSIVE: spin-waiting OpenMP threads slow PyTorch badly whenever anything else runs
+            env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+            results[backend] = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
+                                                         env=env).stdout)
     losses = "KD + CE" + (" + hidden MSE (4 layers, from the cache)" if args.with_hidden else "")
     print(f"tiny student, batch {BATCH} x {SEQ} tokens, {losses}, cache of {args.examples} examples")
     print(f"{'loop':<14}{'samples/s':>12}{'peak RSS':>12}{'MLX peak':>12}")
@@ -179,7 +183,8 @@ def main() -> None:
         mlx_peak = f"{r['mlx_peak_bytes'] / 1e9:.2f} GB" if "mlx_peak_bytes" in r else "-"
         print(f"{name:<14}{r['samples_per_second']:>12.1f}{r['peak_rss_bytes'] / 1e9:>9.2f} GB{mlx_peak:>12}")
     ratio = results["mlx"]["samples_per_second"] / results["torch"]["samples_per_second"]
-    print(f"MLX / PyTorch: {ratio:.2f}x")
+    print(f"MLX / PyTorch: {ratio:.2f}x   (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}, "
+          f"load average after: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
 
 
 if __name__ == "__main__":

@@ -17,13 +17,23 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from mlx_edge.errors import ModelError
+from mlx_edge.models import fastmath
 
-# Hugging Face `hidden_act` names -> MLX functions.
+
+def _gelu(x: mx.array) -> mx.array:  # exact (erf)
+    return fastmath.gelu(x) if fastmath.enabled() else nn.gelu(x)
+
+
+def _gelu_tanh(x: mx.array) -> mx.array:  # the tanh approximation
+    return fastmath.gelu_tanh(x) if fastmath.enabled() else nn.gelu_approx(x)
+
+
+# Hugging Face `hidden_act` names -> MLX functions (GELUs: fastmath.py on Linux CPUs).
 ACTIVATIONS = {
-    "gelu": nn.gelu,  # exact (erf)
-    "gelu_new": nn.gelu_approx,  # tanh approximation
-    "gelu_pytorch_tanh": nn.gelu_approx,
-    "gelu_fast": nn.gelu_approx,
+    "gelu": _gelu,
+    "gelu_new": _gelu_tanh,
+    "gelu_pytorch_tanh": _gelu_tanh,
+    "gelu_fast": _gelu_tanh,
     "quick_gelu": nn.gelu_fast_approx,  # x * sigmoid(1.702 x)
     "relu": nn.relu,
     "silu": nn.silu,
