@@ -24,6 +24,7 @@ from mlx_edge.augment.generate import Generator, check_llm, load_generator
 from mlx_edge.augment.parse import parse_answer
 from mlx_edge.augment.prompt import PROMPT_TEMPLATE, build_prompt, pick_shots
 from mlx_edge.data import LabelMap, read_labeled
+from mlx_edge.progress import progress_bar
 from mlx_edge.errors import DataError, MlxEdgeError
 from mlx_edge.fileio import atomic_write_json
 from mlx_edge.manifest import file_fingerprint, versions
@@ -124,7 +125,8 @@ def augment(*, seeds: Path, out: Path, per_class: int, llm: str | None = None, g
 
             judge = TeacherJudge(teacher, classes=classes)
         _write_manifest(manifest_path, setup, generator, counts, state["round"], done=False)
-        bar = _bar(per_class * len(classes), sum(c.kept for c in counts.values()), progress)
+        bar = progress_bar(per_class * len(classes), desc="augment", unit="ex", enabled=progress,
+                           initial=sum(c.kept for c in counts.values()))
         while short and state["round"] < max_rounds:
             number = state["round"]
             rng = random.Random(f"{seed}:{number}")  # a resumed run makes the same prompts as one that never stopped
@@ -318,13 +320,6 @@ def _filter(candidates, counts, deduper, judge, *, classes, per_class, min_confi
         rows.append((final, text))
     return rows
 
-
-def _bar(total: int, initial: int, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=initial, desc="augment", unit="ex", leave=False)
 
 
 def format_report(result: AugmentResult) -> str:

@@ -27,6 +27,7 @@ from mlx.utils import tree_flatten, tree_map, tree_unflatten
 from mlx_edge.data import bucketed_batches, collate
 from mlx_edge.distill import losses
 from mlx_edge.distill.student import DistillError
+from mlx_edge.progress import progress_bar
 
 TERMS = ("kd", "ce", "hidden", "attention", "embedding")
 
@@ -224,7 +225,8 @@ def run_loop(*, trainable: Trainable, config: LoopConfig, layer_map: dict[int, i
     for epoch in range(position["epoch"], config.epochs):
         batches = bucketed_batches(lengths, config.batch_size, seed=config.seed, epoch=epoch)
         first = position["batch"] if epoch == position["epoch"] else 0
-        bar = _bar(len(batches), first, f"epoch {epoch + 1}/{config.epochs}", progress)
+        bar = progress_bar(len(batches), desc=f"epoch {epoch + 1}/{config.epochs}", unit="batch", enabled=progress,
+                           initial=first)
         sums = np.zeros(len(TERMS))
         started = time.perf_counter()
         for index in range(first, len(batches)):
@@ -316,10 +318,3 @@ def _nan_guard(values: np.ndarray, loss: mx.array, step: int, work: Path) -> Non
     raise DistillError(f"step {step}: loss went bad ({', '.join(bad)}); training stopped and {where}",
                        "lower --lr, or check the targets (a NaN/inf teacher logit?)")
 
-
-def _bar(total: int, initial: int, desc: str, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=initial, desc=desc, unit="batch", leave=False)

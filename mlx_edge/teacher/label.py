@@ -17,6 +17,7 @@ import numpy as np
 
 from mlx_edge.data import bucketed_batches, collate, read_labeled
 from mlx_edge.errors import MlxEdgeError, ModelError
+from mlx_edge.progress import progress_bar
 from mlx_edge.manifest import file_fingerprint, read_manifest, write_manifest
 from mlx_edge.targets import (TargetsError, estimate_bytes, human_bytes, read_index, text_hash, write_index,
                               write_shard)
@@ -103,7 +104,7 @@ def label_targets(*, teacher: Path, data: list[Path], out: Path, backend: str = 
         forward = _mlx_forward(teacher, device)
     hashes = np.array([text_hash(t) for t in texts], dtype=np.int64)
     shards, written, started = list(done), 0, time.perf_counter()
-    bar = _bar(len(texts), start_example, progress)
+    bar = progress_bar(len(texts), desc="label", unit="ex", enabled=progress, initial=start_example)
     for number in range(len(done), -(-len(texts) // shard_size)):
         rows = np.arange(number * shard_size, min(len(texts), (number + 1) * shard_size))
         tensors = _label_shard(forward, ids, rows, pad_id=tokenizer.pad_id, batch_size=batch_size,
@@ -244,10 +245,3 @@ def _mlx_forward(teacher: Path, device: str):
 
     return forward
 
-
-def _bar(total: int, initial: int, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=initial, desc="label", unit="ex", leave=False)

@@ -21,6 +21,7 @@ import numpy as np
 
 from mlx_edge.data import bucketed_batches, collate, load_splits
 from mlx_edge.errors import MlxEdgeError
+from mlx_edge.progress import progress_bar
 from mlx_edge.manifest import file_fingerprint, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1, majority_accuracy
 from mlx_edge.models.checkpoint import ensure_vocab_txt
@@ -125,7 +126,8 @@ def train_teacher(*, model: str, train: Path, out: Path, dev: Path | None = None
         batches = batches[: len(batches) // dist.world * dist.world][dist.rank::dist.world] or batches[:1]
         model_for_step.train()
         start = time.perf_counter()
-        loss_sum, bar = 0.0, _bar(len(batches), f"epoch {epoch + 1}/{epochs}", progress and dist.main)
+        loss_sum = 0.0
+        bar = progress_bar(len(batches), desc=f"epoch {epoch + 1}/{epochs}", unit="batch", enabled=progress and dist.main)
         for i, batch in enumerate(batches):
             input_ids, mask = collate([train_ids[j] for j in batch], pad_id=pad_id)
             inputs = {"input_ids": torch.from_numpy(input_ids).long().to(torch_device),
@@ -226,13 +228,6 @@ def predict_ids(net, ids: list[np.ndarray], *, pad_id: int, device, batch_size: 
             pred[batch] = logits.argmax(-1).cpu().numpy()
     return pred
 
-
-def _bar(total: int, desc: str, enabled: bool):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="batch", leave=False)
 
 
 def _empty_cache(device_kind: str) -> None:

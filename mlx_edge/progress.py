@@ -1,0 +1,11 @@
+"""The one progress bar every long stage draws (to stderr), or None when progress is off."""
+
+from __future__ import annotations
+
+
+def progress_bar(total: int, *, desc: str, unit: str, enabled: bool, initial: int = 0):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, unit=unit, leave=False)
