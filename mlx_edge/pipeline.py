@@ -9,7 +9,6 @@ distill: from its last checkpoint, to the same weights).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from mlx_edge.errors import MlxEdgeError
-from mlx_edge.fileio import atomic_write_json, sha256_file
+from mlx_edge.fileio import atomic_write_json, fingerprint
 
 STAGES = ("teacher", "label", "distill", "export", "check")
 STATE_NAME = "pipeline.json"
@@ -90,12 +89,6 @@ class StageOutcome:
     output: str
 
 
-def _fingerprint(*parts: Any) -> str:
-    def plain(x):
-        if isinstance(x, Path):
-            return sha256_file(x) if x.is_file() else str(x)
-        return x
-    return hashlib.sha256(json.dumps([plain(p) for p in parts], sort_keys=True, default=str).encode()).hexdigest()
 
 
 def run_pipeline(config: PipelineConfig, *, progress: bool = True,
@@ -122,19 +115,19 @@ def run_pipeline(config: PipelineConfig, *, progress: bool = True,
         outcomes.append(StageOutcome(name, "ran", time.perf_counter() - start, str(output)))
         log(f"[{name}] done in {time.perf_counter() - start:.0f} s")
 
-    data_fp = _fingerprint(config.train, config.dev, config.text_column, config.label_column)
+    data_fp = fingerprint(config.train, config.dev, config.text_column, config.label_column)
 
     # 1. teacher
     t = config.teacher
     if t.get("dir"):
         teacher_dir = Path(t["dir"])
-        teacher_fp = _fingerprint(teacher_dir / "model.safetensors")
+        teacher_fp = fingerprint(teacher_dir / "model.safetensors")
         outcomes.append(StageOutcome("teacher", "given", 0.0, str(teacher_dir)))
     else:
         if not t.get("model"):
             raise ConfigError("[teacher] needs model = \"ID_OR_DIR\" (to fine-tune) or dir = \"DIR\" (already trained)")
         teacher_dir = out / "teacher"
-        teacher_fp = _fingerprint("teacher", t, data_fp, config.seed)
+        teacher_fp = fingerprint("teacher", t, data_fp, config.seed)
 
         def train():
             from mlx_edge.teacher.train import train_teacher
@@ -152,7 +145,7 @@ def run_pipeline(config: PipelineConfig, *, progress: bool = True,
     hidden_layers, attention_layers = _layers_needed(teacher_dir, d)
     targets_dir = out / "targets"
     lb = config.label
-    label_fp = _fingerprint("label", lb, teacher_fp, data_fp, hidden_layers, attention_layers)
+    label_fp = fingerprint("label", lb, teacher_fp, data_fp, hidden_layers, attention_layers)
 
     def label():
         from mlx_edge.teacher.label import SetupMismatch, label_targets
@@ -171,7 +164,7 @@ def run_pipeline(config: PipelineConfig, *, progress: bool = True,
 
     # 3. distill
     student_dir = out / "student"
-    distill_fp = _fingerprint("distill", d, label_fp, config.seed)
+    distill_fp = fingerprint("distill", d, label_fp, config.seed)
 
     def distill():
         from mlx_edge.distill.api import WorkMismatch, distill as run_distill
@@ -191,7 +184,7 @@ def run_pipeline(config: PipelineConfig, *, progress: bool = True,
     # 4. export
     e = config.export
     bundle_dir = out / "bundle"
-    export_fp = _fingerprint("export", e, distill_fp)
+    export_fp = fingerprint("export", e, distill_fp)
 
     def export():
         from mlx_edge.export import export_bundle

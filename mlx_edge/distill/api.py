@@ -6,7 +6,6 @@ and for live targets without a cache) runs in the MLX BERT.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,6 +19,7 @@ import numpy as np
 from mlx_edge.data import LabelMap, bucketed_batches, collate, read_labeled, split_dev
 from mlx_edge.distill.loop import LoopConfig, Schedule, Trainable, run_loop
 from mlx_edge.distill.student import DistillError, init_student, parse_layer_map, student_config
+from mlx_edge.fileio import fingerprint
 from mlx_edge.manifest import file_fingerprint, read_manifest, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1
 
@@ -111,7 +111,7 @@ def distill(*, teacher: Path, train: Path, out: Path, dev: Path | None = None, t
                 else _live_targets(teacher_model, mapping, terms_on))
 
     work = out.with_name(f".{out.name}.work")
-    setup = _setup_hash(teacher, train, dev, targets, student, init, init_layers, mapping, max_length, loop, config)
+    setup = fingerprint(teacher, train, dev, targets, student, init, init_layers, mapping, max_length, loop, config)
     resumed = _prepare_work(work, setup, restart)
     mx.random.seed(loop.seed)  # the projections (and MLX's default layer init) draw from the global key
     model = init_student(config, mode="student" if source is not None else init, seed=loop.seed,
@@ -233,14 +233,6 @@ def _weights_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in Path(directory).glob("model*.safetensors"))
 
 
-def _setup_hash(*parts) -> str:
-    def plain(x):
-        if isinstance(x, Path):
-            return file_fingerprint(x)["sha256"] if x.is_file() else str(x.resolve())
-        if hasattr(x, "__dataclass_fields__"):
-            return asdict(x)
-        return x
-    return hashlib.sha256(json.dumps([plain(p) for p in parts], sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _prepare_work(work: Path, setup: str, restart: bool) -> bool:
