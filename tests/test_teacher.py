@@ -15,13 +15,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 from safetensors.numpy import load_file
-from transformers import AutoModelForSequenceClassification, BertModel
+from transformers import AutoModelForSequenceClassification
 
 from mlx_edge.cli import main
 from mlx_edge.targets import TargetsCache
 from mlx_edge.teacher.label import label_targets
 from mlx_edge.tokenizer import load_tokenizer
-from tests.conftest import build_wordpiece, tiny_bert_config, toy_rows, write_jsonl  # noqa: F401
+from tests.conftest import write_jsonl
 from tests.test_cli_errors import assert_one_line_error
 
 def test_train_beats_the_majority_class_and_writes_an_hf_directory(trained_teacher):
