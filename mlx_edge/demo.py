@@ -7,7 +7,6 @@ labels, hidden states and attention maps; then export and check. Settings favor 
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
@@ -51,5 +50,4 @@ def _sample(src: Path, dst: Path, n: int) -> Path:
     dst.parent.mkdir(parents=True, exist_ok=True)
     if not dst.is_file() or dst.read_text(encoding="utf-8") != text:  # keep hashes stable across re-runs
         dst.write_text(text, encoding="utf-8")
-    json.loads(lines[0])  # the shipped files are JSONL: fail loudly if that ever changes
     return dst
