@@ -80,6 +80,19 @@ def test_label_cache_equals_the_teachers_forward_pass_on_both_backends(trained_t
         assert a["hidden.2"].dtype == np.float16 and a["attention.1"].shape[1:] == (4, a["lengths"].max(), a["lengths"].max())
         for key in ("hidden.0", "hidden.2", "attention.1", "attention.2"):
             np.testing.assert_allclose(a[key].astype(np.float32), b[key].astype(np.float32), atol=2e-3)
+    # gather: rows from several shards, cropped (width 5) or zero-padded (width 40), as stored
+    cache, rows = caches["mlx"], np.array([3, 77, 120, 51, 199])
+    stored = [load_file(tmp_path / "mlx" / s["file"]) for s in cache.shards]
+    for width in (5, 40):
+        got = cache.gather(rows, width, ["hidden.2", "attention.1"])
+        assert got["hidden.2"].shape == (5, width, 32) and got["attention.1"].shape == (5, 4, width, width)
+        for i, row in enumerate(rows):
+            shard = stored[row // 50]
+            h, a = shard["hidden.2"][row % 50], shard["attention.1"][row % 50]
+            n = min(width, h.shape[0])
+            np.testing.assert_array_equal(got["hidden.2"][i, :n], h[:n])
+            assert not got["hidden.2"][i, n:].any()
+            np.testing.assert_array_equal(got["attention.1"][i, :, :n, :n], a[:, :n, :n])
 
 
 def test_interrupted_label_run_resumes_to_the_same_files(trained_teacher, toy_data, tmp_path):
