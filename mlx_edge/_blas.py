@@ -103,3 +103,44 @@ def blas_info() -> BlasInfo:
         return BlasInfo("other", library, f"cblas_sgemm resolves to {library}")
     reason = _skip_reason or "OpenBLAS not loaded"
     return BlasInfo("bundled reference BLAS", None, f"{reason}; MLX CPU matmul is ~40x slower")
+
+
+def _openblas_thread_functions():
+    """(get, set) for the OpenBLAS in this process's global scope, or None (macOS, reference BLAS)."""
+    try:
+        process = ctypes.CDLL(None)
+        get, set_ = process.openblas_get_num_threads, process.openblas_set_num_threads
+    except (AttributeError, OSError):
+        return None
+    get.restype, set_.restype, set_.argtypes = ctypes.c_int, None, [ctypes.c_int]
+    return get, set_
+
+
+class blas_threads:
+    """`with blas_threads(n):` OpenBLAS uses at most n threads inside, then what it had (no-op without OpenBLAS).
+
+    The sharded distill step runs one shard per CPU stream, each stream a thread of its own;
+    without this each stream's matmuls would also start a thread per core and oversubscribe.
+    """
+
+    _functions = None
+    _looked = False
+
+    def __init__(self, threads: int):
+        self.threads = threads
+        self.previous: int | None = None
+
+    def __enter__(self):
+        if not blas_threads._looked:
+            blas_threads._functions, blas_threads._looked = _openblas_thread_functions(), True
+        if blas_threads._functions is not None:
+            get, set_ = blas_threads._functions
+            self.previous = get()
+            if self.previous != self.threads:
+                set_(self.threads)
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None and self.previous != self.threads:
+            blas_threads._functions[1](self.previous)
+        return False

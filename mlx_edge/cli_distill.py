@@ -52,6 +52,9 @@ from mlx_edge.cli_teacher import _layer_list
 @click.option("--checkpoint-every", type=click.IntRange(1), default=200, show_default=True,
               help="Steps between resume checkpoints (also at every epoch end).")
 @click.option("--max-steps", type=click.IntRange(1), default=None, help="Stop after this many steps (a quick trial).")
+@click.option("--cpu-shards", type=click.IntRange(1, 64), default=None,
+              help="On MLX's CPU: split each batch over this many streams (threads); default one per core, "
+                   "at most 8, at least 8 rows each. Ignored on a GPU.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for init, shuffling, dropout, dev split.")
 @click.option("--dev-fraction", type=click.FloatRange(0.01, 0.5), default=0.1, show_default=True,
               help="Dev share when no --dev is given.")
@@ -64,7 +67,7 @@ from mlx_edge.cli_teacher import _layer_list
 def distill(teacher_dir, train_path, dev_path, targets_dir, student, init, init_layers, layer_map, out, epochs,
             batch_size, learning_rate, max_length, temperature, kd_weight, ce_weight, hidden_weight,
             attention_weight, embedding_weight, attention_loss, two_stage_epochs, warmup_ratio, weight_decay,
-            grad_accum, max_grad_norm, patience, checkpoint_every, max_steps, seed, dev_fraction, text_column, label_column,
+            grad_accum, max_grad_norm, patience, checkpoint_every, max_steps, cpu_shards, seed, dev_fraction, text_column, label_column,
             device, force, restart, as_json, quiet):
     """Distill the teacher into a small student written in MLX.
 
@@ -89,7 +92,7 @@ def distill(teacher_dir, train_path, dev_path, targets_dir, student, init, init_
                       weight_decay=weight_decay, grad_accum=grad_accum, max_grad_norm=max_grad_norm, seed=seed,
                       temperature=temperature, weights=weights, attention_loss=attention_loss,
                       two_stage_epochs=two_stage_epochs, patience=patience, checkpoint_every=checkpoint_every,
-                      max_steps=max_steps)
+                      max_steps=max_steps, cpu_shards=cpu_shards)
 
     def report_epoch(m):
         echo_err(f"epoch {m['epoch']}: dev accuracy {m['dev_accuracy']:.3f}  macro-F1 {m['dev_macro_f1']:.3f}  "

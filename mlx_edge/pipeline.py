@@ -220,7 +220,8 @@ def _loop_config(d: dict, seed: int):
     return LoopConfig(epochs=int(d.get("epochs", 5)), batch_size=int(d.get("batch_size", 32)),
                       learning_rate=float(d.get("learning_rate", 1e-4)), temperature=float(d.get("temperature", 2.0)),
                       weights=weights, seed=seed, two_stage_epochs=int(d.get("two_stage", 0)),
-                      patience=d.get("patience"), attention_loss=d.get("attention_loss", "mse"))
+                      patience=d.get("patience"), attention_loss=d.get("attention_loss", "mse"),
+                      cpu_shards=None if d.get("cpu_shards") is None else int(d["cpu_shards"]))
 
 
 def _layers_needed(teacher_dir: Path, d: dict) -> tuple[list[int], list[int]]:

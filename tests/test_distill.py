@@ -132,10 +132,13 @@ def test_every_loss_on_with_live_teacher_and_projection(trained_teacher, toy_dat
     assert report.steps > 0 and np.isfinite(report.student_dev_accuracy)
 
 
-def test_interrupted_run_resumes_to_identical_weights(trained_teacher, toy_data, cache, micro_json, tmp_path):
+@pytest.mark.parametrize("cpu_shards", [1, 2])  # one stream, or each batch split over two CPU streams
+def test_interrupted_run_resumes_to_identical_weights(trained_teacher, toy_data, cache, micro_json, tmp_path,
+                                                      cpu_shards):
     common = dict(teacher=trained_teacher, train=toy_data[0], dev=toy_data[1], targets=cache,
                   student=str(micro_json), progress=False,
-                  loop=quick_loop(epochs=3, weights={"kd": Schedule(1.0), "ce": Schedule(0.1), "hidden": Schedule(1.0)}))
+                  loop=quick_loop(epochs=3, weights={"kd": Schedule(1.0), "ce": Schedule(0.1), "hidden": Schedule(1.0)},
+                                  cpu_shards=cpu_shards))
     distill(out=tmp_path / "whole", **common)
 
     def interrupt(step, _terms):
@@ -150,6 +153,31 @@ def test_interrupted_run_resumes_to_identical_weights(trained_teacher, toy_data,
     whole = [json.loads(x)["dev_accuracy"] for x in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
     cut = [json.loads(x)["dev_accuracy"] for x in (tmp_path / "cut" / "metrics.jsonl").read_text().splitlines()]
     assert whole == cut
+
+
+def test_cpu_shards_resolve_and_blas_threads_restore():
+    from mlx_edge._blas import _openblas_thread_functions, blas_threads
+    from mlx_edge.distill.loop import cpu_cores, resolve_shards
+
+    device = mx.default_device()
+    mx.set_default_device(mx.cpu)
+    try:
+        assert resolve_shards(3, 32) == 3 and resolve_shards(8, 4) == 4 and resolve_shards(None, 4) == 1
+        assert resolve_shards(None, 32) == min(cpu_cores(), 4)
+    finally:
+        mx.set_default_device(device)
+    functions = _openblas_thread_functions()
+    if functions is None:
+        pytest.skip("no OpenBLAS in this process (MLX_EDGE_BLAS=bundled or not Linux): nothing to limit")
+    get, set_ = functions
+    before = get()
+    set_(2)
+    try:
+        with blas_threads(1):
+            assert get() == 1
+        assert get() == 2
+    finally:
+        set_(before)
 
 
 def test_nan_loss_stops_and_names_step_and_term(trained_teacher, toy_data, cache, micro_json, tmp_path):

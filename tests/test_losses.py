@@ -129,3 +129,59 @@ def test_loss_terms_in_the_training_step_use_the_right_tensors():
     np.testing.assert_allclose(np.array(terms), np.array(mx.stack(expected)), rtol=1e-5)
     assert total.item() == pytest.approx(float(np.array(terms).sum()), rel=1e-5)
     assert all(v > 0 for v in np.array(terms))
+
+
+def test_term_shares_follow_rows_tokens_and_pairs():
+    from mlx_edge.distill.loop import TERMS, term_shares
+
+    mask = mask_of([4, 2, 3], 4)  # shard 0 = rows 0-1, shard 1 = row 2
+    shares = dict(zip(TERMS, term_shares(mask, [0, 2, 3], "mse").T))
+    np.testing.assert_allclose(shares["kd"], [2 / 3, 1 / 3], rtol=1e-6)
+    np.testing.assert_allclose(shares["hidden"], [6 / 9, 3 / 9], rtol=1e-6)  # real tokens
+    np.testing.assert_allclose(shares["attention"], [20 / 29, 9 / 29], rtol=1e-6)  # real pairs: 16 + 4 | 9
+    np.testing.assert_allclose(dict(zip(TERMS, term_shares(mask, [0, 2, 3], "kl").T))["attention"],
+                               [6 / 9, 3 / 9], rtol=1e-6)  # KL averages over real queries
+
+
+@pytest.mark.parametrize("attention_loss", ["mse", "kl"])
+@pytest.mark.parametrize("shards", [2, 3])
+def test_a_batch_split_over_cpu_streams_gives_the_whole_batch_terms_and_gradients(attention_loss, shards):
+    """The sharded step (one CPU stream a shard, terms weighted by share) equals the unsharded one."""
+    from mlx.utils import tree_flatten, tree_map
+
+    from mlx_edge.distill.loop import TERMS, LoopConfig, Schedule, Trainable, _cpu_streams, make_loss, split_batch
+    from mlx_edge.models.bert import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=24, max_position_embeddings=32, id2label={0: "a", 1: "b", 2: "c"})
+    mx.random.seed(5)
+    student = BertForSequenceClassification(config)
+    student.eval()  # no dropout: the two ways must see the same network
+    trainable = Trainable(student, teacher_width=24, with_hidden=True, with_embedding=True)
+    lengths = [9, 3, 7, 5, 9]
+    ids = RNG.integers(1, 50, size=(5, 9)).astype(np.int32)
+    mask = mask_of(lengths, 9)
+    batch = {"input_ids": mx.array(ids), "mask": mx.array(mask), "labels": mx.array([0, 2, 1, 1, 0]),
+             "logits": mx.array(RNG.normal(size=(5, 3)).astype(np.float32)),
+             "hidden": [mx.array(RNG.normal(size=(5, 9, 24)).astype(np.float32)) for _ in range(2)],
+             "attention": [mx.array(attention_pair(5, 2, 2, 9, lengths)[1]) for _ in range(2)],
+             "embedding": mx.array(RNG.normal(size=(5, 9, 24)).astype(np.float32))}
+    loop = LoopConfig(temperature=2.0, weights={k: Schedule(1.0) for k in TERMS}, attention_loss=attention_loss)
+    w = mx.array([1.0, 0.5, 2.0, 3.0, 0.25])
+    loss_and_grad = nn.value_and_grad(trainable, make_loss(loop, {0: 0, 1: 1}, set(TERMS)))
+    (whole_loss, whole_terms), whole_grads = loss_and_grad(trainable, batch, w)
+
+    parts = split_batch(batch, mask, shards, attention_loss)
+    assert [p["input_ids"].shape[0] for p in parts] == ([2, 3] if shards == 2 else [1, 2, 2])
+    loss, terms, grads = None, None, None
+    for stream, part in zip(_cpu_streams(shards), parts):
+        with mx.stream(stream):
+            (l, t), g = loss_and_grad(trainable, part, w)
+        loss, terms = (l, t) if loss is None else (loss + l, terms + t)
+        grads = g if grads is None else tree_map(mx.add, grads, g)
+    np.testing.assert_allclose(np.array(terms), np.array(whole_terms), rtol=2e-5)
+    assert loss.item() == pytest.approx(whole_loss.item(), rel=2e-5)
+    flat, whole_flat = dict(tree_flatten(grads)), dict(tree_flatten(whole_grads))
+    assert flat.keys() == whole_flat.keys()
+    for name, g in whole_flat.items():
+        np.testing.assert_allclose(np.array(flat[name]), np.array(g), rtol=1e-4, atol=1e-6, err_msg=name)
