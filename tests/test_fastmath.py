@@ -36,3 +36,24 @@ def test_switch(monkeypatch):
     assert fastmath.enabled() is False
     monkeypatch.setenv("MLX_EDGE_FAST_MATH", "1")
     assert fastmath.enabled() is True
+
+
+def test_softmax_values_and_gradients_with_masked_keys():
+    rng = np.random.default_rng(0)
+    scores = rng.normal(scale=4.0, size=(3, 2, 5, 7)).astype(np.float32)
+    scores[0, :, :, 4:] = np.finfo(np.float32).min  # padded keys, as the additive mask makes them
+    scores[1, 0, 2, :] = np.finfo(np.float32).min  # a row with every key masked: uniform, not NaN
+    x = mx.array(scores)
+    ours, ref = np.array(fastmath.softmax(x)), np.array(mx.softmax(x, axis=-1, precise=True))
+    np.testing.assert_allclose(ours, ref, atol=1e-6)
+    assert np.all(ours[0, :, :, 4:] == 0)
+    np.testing.assert_allclose(ours[1, 0, 2], np.full(7, 1 / 7), rtol=1e-6)
+    cotangent = mx.array(rng.normal(size=scores.shape).astype(np.float32))
+    g_fast = mx.grad(lambda v: (fastmath.softmax(v) * cotangent).sum())(x)
+    g_native = mx.grad(lambda v: (mx.softmax(v, axis=-1, precise=True) * cotangent).sum())(x)
+    np.testing.assert_allclose(np.array(g_fast), np.array(g_native), atol=1e-6)
+    compiled = mx.compile(mx.grad(lambda v: (fastmath.softmax(v) * cotangent).sum()))
+    np.testing.assert_allclose(np.array(compiled(x)), np.array(g_native), atol=1e-6)
+    half = fastmath.softmax(x[2].astype(mx.float16))  # (row 2: no float32-min scores, -inf in float16)
+    assert half.dtype == mx.float16
+    np.testing.assert_allclose(np.array(half.astype(mx.float32)), ref[2], atol=2e-3)

@@ -28,7 +28,11 @@ def _gelu_tanh(x: mx.array) -> mx.array:  # the tanh approximation
     return fastmath.gelu_tanh(x) if fastmath.enabled() else nn.gelu_approx(x)
 
 
-# Hugging Face `hidden_act` names -> MLX functions (GELUs: fastmath.py on Linux CPUs).
+def _softmax(x: mx.array) -> mx.array:  # over the last axis, in float32
+    return fastmath.softmax(x) if fastmath.enabled() else mx.softmax(x, axis=-1, precise=True)
+
+
+# Hugging Face `hidden_act` names -> MLX functions (GELUs and softmax: fastmath.py on Linux CPUs).
 ACTIVATIONS = {
     "gelu": _gelu,
     "gelu_new": _gelu_tanh,
@@ -172,7 +176,7 @@ class BertSelfAttention(nn.Module):
                    for proj in (self.query, self.key, self.value))
         if return_probs or self.training:
             scores = (q * self.scale) @ k.transpose(0, 1, 3, 2) + mask
-            probs = mx.softmax(scores, axis=-1, precise=True)
+            probs = _softmax(scores)
             context = self.dropout(probs) @ v
         else:
             probs = None
