@@ -1,13 +1,15 @@
 """Distillation step speed and peak memory: the MLX loop (`mlx-edge distill`) vs an equivalent PyTorch loop.
 
-    .venv/bin/python benchmarks/distill_speed.py [--examples 10000] [--steps 30] [--with-hidden]
+    .venv/bin/python benchmarks/distill_speed.py [--examples 10000] [--steps 40] [--with-hidden]
 
 The `tiny` student (TinyBERT-4 shape: 4 layers, 312 wide, 12 heads, ffn 1200) with the MiniLM-L6
 teacher's vocabulary (30522), batch 32, every text 128 tokens, training from a targets cache of
 `--examples` texts. KD (T=2) + hard-label CE; `--with-hidden` adds hidden-state MSE on the 4 mapped
 layers through a 312→384 projection, read from the cache (synthetic teacher values: the speed and
 memory of the loop do not depend on them). Each backend runs in its own process; peak RSS is
-the process's high-water mark (ru_maxrss), MLX peak is MLX's allocator high-water mark.
+the process's high-water mark (ru_maxrss), MLX peak is MLX's allocator high-water mark. The MLX
+loop splits each batch over one CPU stream per core (`--cpu-shards` of `mlx-edge distill`);
+PyTorch uses its own intra-op threads (one per core).
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def run_mlx(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
     import mlx.core as mx
 
     from mlx_edge.distill.api import distill
-    from mlx_edge.distill.loop import LoopConfig, Schedule
+    from mlx_edge.distill.loop import LoopConfig, Schedule, resolve_shards
 
     weights = {"kd": Schedule(1.0), "ce": Schedule(0.1)}
     if with_hidden:
@@ -103,7 +105,8 @@ def run_mlx(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
             targets=Path(paths["targets"]), student="tiny", out=out, loop=loop, progress=False, force=True,
             on_step=on_step)
     timed = stamps[steps] - stamps[warmup]
-    return {"samples_per_second": BATCH * (steps - warmup) / timed, "mlx_peak_bytes": mx.get_peak_memory()}
+    return {"samples_per_second": BATCH * (steps - warmup) / timed, "mlx_peak_bytes": mx.get_peak_memory(),
+            "cpu_streams": resolve_shards(None, BATCH)}
 
 
 def run_torch(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
@@ -147,13 +150,14 @@ def run_torch(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
         optimizer.zero_grad()
         loss.item()
         stamps[step] = time.perf_counter()
-    return {"samples_per_second": BATCH * (steps - warmup) / (stamps[steps] - stamps[warmup])}
+    return {"samples_per_second": BATCH * (steps - warmup) / (stamps[steps] - stamps[warmup]),
+            "threads": torch.get_num_threads()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", type=int, default=10000, help="texts in the targets cache")
-    parser.add_argument("--steps", type=int, default=30, help="training steps per backend")
+    parser.add_argument("--steps", type=int, default=40, help="training steps per backend")
     parser.add_argument("--warmup", type=int, default=10, help="steps excluded from timing (compilation)")
     parser.add_argument("--with-hidden", action="store_true", help="add hidden-state MSE on 4 layers from the cache")
     parser.add_argument("--child", choices=["mlx", "torch"], help=argparse.SUPPRESS)
@@ -178,10 +182,12 @@ def main() -> None:
                                                          env=env).stdout)
     losses = "KD + CE" + (" + hidden MSE (4 layers, from the cache)" if args.with_hidden else "")
     print(f"tiny student, batch {BATCH} x {SEQ} tokens, {losses}, cache of {args.examples} examples")
-    print(f"{'loop':<14}{'samples/s':>12}{'peak RSS':>12}{'MLX peak':>12}")
-    for name, r in (("MLX (compiled)", results["mlx"]), ("PyTorch", results["torch"])):
+    names = {"mlx": f"MLX ({results['mlx']['cpu_streams']} CPU streams)",
+             "torch": f"PyTorch ({results['torch']['threads']} threads)"}
+    print(f"{'loop':<24}{'samples/s':>12}{'peak RSS':>12}{'MLX peak':>12}")
+    for backend, r in results.items():
         mlx_peak = f"{r['mlx_peak_bytes'] / 1e9:.2f} GB" if "mlx_peak_bytes" in r else "-"
-        print(f"{name:<14}{r['samples_per_second']:>12.1f}{r['peak_rss_bytes'] / 1e9:>9.2f} GB{mlx_peak:>12}")
+        print(f"{names[backend]:<24}{r['samples_per_second']:>12.1f}{r['peak_rss_bytes'] / 1e9:>9.2f} GB{mlx_peak:>12}")
     ratio = results["mlx"]["samples_per_second"] / results["torch"]["samples_per_second"]
     print(f"MLX / PyTorch: {ratio:.2f}x   (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}, "
           f"load average after: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")

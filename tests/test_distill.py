@@ -132,14 +132,16 @@ def test_every_loss_on_with_live_teacher_and_projection(trained_teacher, toy_dat
     assert report.steps > 0 and np.isfinite(report.student_dev_accuracy)
 
 
-@pytest.mark.parametrize("cpu_shards", [1, 2])  # one stream, or each batch split over two CPU streams
+# one stream; each batch split over two CPU streams; gradients accumulated over 2 batches of 8
+@pytest.mark.parametrize("cpu_shards, grad_accum", [(1, 1), (2, 1), (2, 2)])
 def test_interrupted_run_resumes_to_identical_weights(trained_teacher, toy_data, cache, micro_json, tmp_path,
-                                                      cpu_shards):
+                                                      cpu_shards, grad_accum):
     common = dict(teacher=trained_teacher, train=toy_data[0], dev=toy_data[1], targets=cache,
                   student=str(micro_json), progress=False,
                   loop=quick_loop(epochs=3, weights={"kd": Schedule(1.0), "ce": Schedule(0.1), "hidden": Schedule(1.0)},
-                                  cpu_shards=cpu_shards))
-    distill(out=tmp_path / "whole", **common)
+                                  cpu_shards=cpu_shards, grad_accum=grad_accum, batch_size=16 // grad_accum))
+    whole = distill(out=tmp_path / "whole", **common)
+    assert whole.steps == 3 * 15  # 240 texts: 15 batches of 16 (or 15 groups of 2 x 8) an epoch
 
     def interrupt(step, _terms):
         if step == 20:  # mid-epoch 2, two steps after the checkpoint of step 18

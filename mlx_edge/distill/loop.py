@@ -313,10 +313,15 @@ def run_loop(*, trainable: Trainable, config: LoopConfig, layer_map: dict[int, i
         compiled[count] = fused_step, grad_step
         return compiled[count]
 
+    @partial(mx.compile, inputs=state, outputs=state)
+    def apply_accumulated(grads, scale: mx.array):
+        grads, _ = optim.clip_grad_norm(tree_map(lambda g: g * scale, grads), config.max_grad_norm)
+        optimizer.update(trainable, grads)
+
     history, best = position["history"], position["best"]
     step, seen, seconds = position["step"], position["seen"], position["seconds"]
     trainable.train()
-    pending = None
+    pending, pending_count = None, 0
     stopped_early = False
     for epoch in range(position["epoch"], config.epochs):
         batches = bucketed_batches(lengths, config.batch_size, seed=config.seed, epoch=epoch)
@@ -350,15 +355,13 @@ def run_loop(*, trainable: Trainable, config: LoopConfig, layer_map: dict[int, i
                 else:
                     gate, loss, terms, grads = grad_step(parts, w_arr)
                     pending = grads if pending is None else tree_map(mx.add, pending, grads)
+                    pending_count += 1
                     mx.eval(gate, loss, terms, pending, mx.random.state)
-            if config.grad_accum > 1:
-                if (index + 1) % config.grad_accum == 0 or index + 1 == len(batches):
-                    grads = tree_map(lambda g: g / config.grad_accum, pending)
-                    grads, _ = optim.clip_grad_norm(grads, config.max_grad_norm)
-                    optimizer.update(trainable, grads)
-                    mx.eval(trainable.parameters(), optimizer.state)
-                    pending = None
-                    step += 1
+            if pending is not None and ((index + 1) % config.grad_accum == 0 or index + 1 == len(batches)):
+                apply_accumulated(pending, mx.array(1.0 / pending_count))  # the mean, also of a short last group
+                mx.eval(state)
+                pending, pending_count = None, 0
+                step += 1
             values = np.array(terms)
             _nan_guard(values, loss, step, work)
             sums += values
