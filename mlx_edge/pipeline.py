@@ -28,6 +28,21 @@ class ConfigError(MlxEdgeError):
     exit_code = 8
 
 
+_EXPORT_KEYS = {"seq_len", "precision", "compute_units", "min_target", "quantize", "palettize_bits", "palettize_mode",
+                "optimizer", "learning_rate", "batch_size", "epochs", "author", "license", "version", "description"}
+KNOWN_KEYS = {  # every setting a section may have (examples/pipeline.toml documents them)
+    "pipeline": {"out", "device", "seed"},
+    "data": {"train", "dev", "test", "text_column", "label_column"},
+    "teacher": {"model", "dir", "epochs", "batch_size", "learning_rate", "max_length", "device", "trust_remote_code"},
+    "label": {"backend", "batch_size", "shard_size"},
+    "distill": {"student", "init", "layer_map", "epochs", "batch_size", "learning_rate", "temperature", "kd_weight",
+                "ce_weight", "hidden_weight", "attention_weight", "embedding_weight", "attention_loss", "two_stage",
+                "patience", "cpu_shards"},
+    "export": _EXPORT_KEYS,
+    "check": {"enabled"},
+}
+
+
 @dataclass
 class PipelineConfig:
     """Every stage's options, with the defaults `mlx-edge run` uses (see examples/pipeline.toml)."""
@@ -59,10 +74,21 @@ class PipelineConfig:
             raise ConfigError(f"{path} is not valid TOML ({exc})") from None
         base = path.parent
         data, run = raw.get("data", {}), raw.get("pipeline", {})
-        known = {"pipeline", "data", "teacher", "label", "distill", "export", "check"}
-        unknown = sorted(set(raw) - known)
+        unknown = sorted(set(raw) - set(KNOWN_KEYS))
         if unknown:
-            raise ConfigError(f"{path}: unknown section(s) {', '.join(unknown)}", f"use {', '.join(sorted(known))}")
+            raise ConfigError(f"{path}: unknown section(s) {', '.join(unknown)}", f"use {', '.join(KNOWN_KEYS)}")
+        for section, keys in KNOWN_KEYS.items():
+            values = raw.get(section, {})
+            if not isinstance(values, dict):
+                raise ConfigError(f"{path}: [{section}] must be a table of settings")
+            for key in values:
+                if key not in keys:  # a typo would otherwise fall back to the default without a word
+                    import difflib
+
+                    close = difflib.get_close_matches(key, sorted(keys), n=1)
+                    hint = f"did you mean {close[0]!r}? " if close else ""
+                    raise ConfigError(f"{path}: unknown setting {key!r} in [{section}]",
+                                      f"{hint}known: {', '.join(sorted(keys))} (see examples/pipeline.toml)")
         if "train" not in data:
             raise ConfigError(f"{path}: [data] needs train = \"FILE\"")
 
@@ -206,10 +232,6 @@ def run_pipeline(config: PipelineConfig, *, progress: bool = True,
     report = final_report(config, teacher_dir, student_dir, bundle_dir, check_report, outcomes)
     atomic_write_json(out / "report.json", report)
     return report
-
-
-_EXPORT_KEYS = {"seq_len", "precision", "compute_units", "min_target", "quantize", "palettize_bits", "palettize_mode",
-                "optimizer", "learning_rate", "batch_size", "epochs", "author", "license", "version", "description"}
 
 
 def _loop_config(d: dict, seed: int):

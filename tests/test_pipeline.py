@@ -65,6 +65,10 @@ def test_bad_configs_get_one_line(tmp_path):
     assert_one_line_error(CliRunner().invoke(main, ["run", str(tmp_path / "nodata.toml")]), "[data] needs train")
     (tmp_path / "typo.toml").write_text("[data]\ntrain = 'a.csv'\n[distil]\nepochs = 1\n")
     assert_one_line_error(CliRunner().invoke(main, ["run", str(tmp_path / "typo.toml")]), "unknown section(s) distil")
+    (tmp_path / "key.toml").write_text("[data]\ntrain = 'a.csv'\n[distill]\nepoch = 1\n")
+    result = CliRunner().invoke(main, ["run", str(tmp_path / "key.toml")])
+    assert_one_line_error(result, "unknown setting 'epoch' in [distill]")
+    assert "did you mean 'epochs'" in result.output
 
 
 def test_example_config_parses():
