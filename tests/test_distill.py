@@ -241,9 +241,11 @@ def test_cli_distill_then_predict(trained_teacher, toy_data, cache, micro_json, 
     result = CliRunner().invoke(main, ["distill", "--teacher", str(trained_teacher), "--train", str(toy_data[0]),
                                        "--targets", str(cache), "--student", str(micro_json), "--out",
                                        str(tmp_path / "s"), "--epochs", "2", "--batch-size", "16", "--lr", "2e-3",
-                                       "--quiet"])
+                                       "--cpu-shards", "3", "--quiet"])
     assert result.exit_code == 0, result.output
     assert "retained" in result.output and "faster" in result.output
+    setup = json.loads((tmp_path / "s" / "mlx_edge_manifest.json").read_text())
+    assert '"cpu_shards": 3' in json.dumps(setup)  # the option reached the loop (and its fingerprint)
     result = CliRunner().invoke(main, ["predict", str(tmp_path / "s"), "pay the credit card bill", "--json"])
     row = json.loads(result.output.splitlines()[0])
     assert set(row["probabilities"]) == {"finance", "health"}
