@@ -159,7 +159,7 @@ def test_interrupted_run_resumes_to_identical_weights(trained_teacher, toy_data,
 
 def test_cpu_shards_resolve_and_blas_threads_restore():
     from mlx_edge._blas import _openblas_thread_functions, blas_threads
-    from mlx_edge.distill.loop import cpu_cores, resolve_shards
+    from mlx_edge.cpu_streams import cpu_cores, resolve_shards
 
     device = mx.default_device()
     mx.set_default_device(mx.cpu)

@@ -149,7 +149,8 @@ def test_a_batch_split_over_cpu_streams_gives_the_whole_batch_terms_and_gradient
     """The sharded step (one CPU stream a shard, terms weighted by share) equals the unsharded one."""
     from mlx.utils import tree_flatten, tree_map
 
-    from mlx_edge.distill.loop import TERMS, LoopConfig, Schedule, Trainable, _cpu_streams, make_loss, split_batch
+    from mlx_edge.cpu_streams import cpu_streams
+    from mlx_edge.distill.loop import TERMS, LoopConfig, Schedule, Trainable, make_loss, split_batch
     from mlx_edge.models.bert import BertConfig, BertForSequenceClassification
 
     config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -174,7 +175,7 @@ def test_a_batch_split_over_cpu_streams_gives_the_whole_batch_terms_and_gradient
     parts = split_batch(batch, mask, shards, attention_loss)
     assert [p["input_ids"].shape[0] for p in parts] == ([2, 3] if shards == 2 else [1, 2, 2])
     loss, terms, grads = None, None, None
-    for stream, part in zip(_cpu_streams(shards), parts):
+    for stream, part in zip(cpu_streams(shards), parts):
         with mx.stream(stream):
             (l, t), g = loss_and_grad(trainable, part, w)
         loss, terms = (l, t) if loss is None else (loss + l, terms + t)

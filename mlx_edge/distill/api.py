@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from mlx_edge.cpu_streams import resolve_shards
 from mlx_edge.data import LabelMap, bucketed_batches, collate, read_labeled, split_dev
 from mlx_edge.distill.loop import LoopConfig, Schedule, Trainable, run_loop
 from mlx_edge.distill.student import DistillError, init_student, parse_layer_map, student_config
@@ -108,7 +109,7 @@ def distill(*, teacher: Path, train: Path, out: Path, dev: Path | None = None, t
     mapping = parse_layer_map(layer_map, config.num_hidden_layers, teacher_model.config.num_hidden_layers)
     terms_on = {k for k, w in loop.weights.items() if w.ever_on}
     provider = (_cache_targets(cache, train_data.texts, mapping, terms_on, targets) if cache is not None
-                else _live_targets(teacher_model, mapping, terms_on))
+                else _live_targets(teacher_model, mapping, terms_on, resolve_shards(loop.cpu_shards, loop.batch_size)))
 
     work = out.with_name(f".{out.name}.work")
     setup = fingerprint(teacher, train, dev, targets, student, init, init_layers, mapping, max_length, loop, config)
@@ -190,16 +191,19 @@ def _cache_targets(cache, texts, mapping, terms_on, targets_dir):
     return provide
 
 
-def _live_targets(teacher_model, mapping, terms_on):
+def _live_targets(teacher_model, mapping, terms_on, shards: int):
+    """The teacher's outputs for a batch, computed lazily (the loop evaluates them) on `shards` CPU streams."""
     import mlx.core as mx
+
+    from mlx_edge.cpu_streams import sharded_forward
 
     order = sorted(mapping)
     want_hidden = bool(terms_on & {"hidden", "embedding"})
     want_attention = "attention" in terms_on
 
     def provide(rows, input_ids, mask):
-        out = teacher_model(mx.array(input_ids), mx.array(mask), output_hidden_states=want_hidden,
-                            output_attentions=want_attention)
+        out = sharded_forward(teacher_model, mx.array(input_ids), mx.array(mask), shards,
+                              output_hidden_states=want_hidden, output_attentions=want_attention)
         hidden = [out.hidden_states[mapping[i] + 1] for i in order] if "hidden" in terms_on else []
         attention = [out.attentions[mapping[i]] for i in order] if want_attention else []
         embedding = out.hidden_states[0] if "embedding" in terms_on else None

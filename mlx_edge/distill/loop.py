@@ -31,7 +31,7 @@ import mlx.optimizers as optim
 import numpy as np
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
-from mlx_edge._blas import blas_threads
+from mlx_edge.cpu_streams import blas_limit, cpu_streams, resolve_shards, row_bounds
 from mlx_edge.data import bucketed_batches, collate
 from mlx_edge.distill import losses
 from mlx_edge.distill.student import DistillError
@@ -114,32 +114,6 @@ class Trainable(nn.Module):
 # embedding (the teacher's embedding output).
 
 
-def cpu_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS
-        return os.cpu_count() or 1
-
-
-def resolve_shards(requested: int | None, batch_size: int) -> int:
-    """CPU streams per step: 1 on a GPU; auto = one per core, at most 8, each shard at least 8 rows."""
-    if mx.default_device() != mx.cpu:
-        return 1
-    if requested is not None:
-        return max(1, min(requested, batch_size))
-    return max(1, min(cpu_cores(), batch_size // 8, 8))
-
-
-_STREAMS: list = []
-
-
-def _cpu_streams(count: int) -> list:
-    """`count` CPU streams, made once per process (a stream is a thread that lives as long as MLX)."""
-    while len(_STREAMS) < count:
-        _STREAMS.append(mx.new_stream(mx.cpu))
-    return _STREAMS[:count]
-
-
 def term_shares(mask: np.ndarray, bounds: list[int], attention_loss: str) -> np.ndarray:
     """(shards, len(TERMS)): each shard's share of what each term averages over in the whole batch.
 
@@ -160,10 +134,8 @@ def term_shares(mask: np.ndarray, bounds: list[int], attention_loss: str) -> np.
 
 def split_batch(b: dict, mask: np.ndarray, shards: int, attention_loss: str) -> list[dict]:
     """The batch as `shards` (or fewer, for a short batch) contiguous row ranges with their term shares."""
-    rows = mask.shape[0]
-    count = max(1, min(shards, rows))
-    bounds = [rows * i // count for i in range(count + 1)]
-    shares = term_shares(mask, bounds, attention_loss) if count > 1 else np.ones((1, len(TERMS)), np.float32)
+    bounds = row_bounds(mask.shape[0], shards)
+    shares = term_shares(mask, bounds, attention_loss) if len(bounds) > 2 else np.ones((1, len(TERMS)), np.float32)
 
     def part(value, lo, hi):
         if isinstance(value, list):
@@ -277,14 +249,13 @@ def run_loop(*, trainable: Trainable, config: LoopConfig, layer_map: dict[int, i
     loss_and_grad = nn.value_and_grad(trainable, make_loss(config, layer_map, terms_on))
     state = [trainable.state, optimizer.state, mx.random.state]
     shards = resolve_shards(config.cpu_shards, config.batch_size)
-    threads_per_shard = max(1, cpu_cores() // shards)
     compiled: dict[int, tuple] = {}
 
     def steps_for(count: int):
         """(fused step, gradient step) for a batch in `count` shards, compiled once per count."""
         if count in compiled:
             return compiled[count]
-        streams = _cpu_streams(count) if count > 1 else [None]
+        streams = cpu_streams(count) if count > 1 else [None]
 
         def loss_terms_grads(parts: list, w: mx.array):
             total = None
@@ -344,10 +315,10 @@ def run_loop(*, trainable: Trainable, config: LoopConfig, layer_map: dict[int, i
                 b["embedding"] = mx.array(t["embedding"])
             w = config.weights_at(epoch, min(1.0, step / total_steps))
             w_arr = mx.array([w[k] for k in TERMS])
-            mx.eval(b)  # live teacher targets: computed here, with every BLAS thread
             parts = split_batch(b, mask, shards, config.attention_loss)
             fused_step, grad_step = steps_for(len(parts))
-            with blas_threads(threads_per_shard) if len(parts) > 1 else nullcontext():
+            with blas_limit(len(parts)):
+                mx.eval(b)  # live teacher targets (themselves computed on the shards' streams)
                 if config.grad_accum == 1:
                     loss, terms = fused_step(parts, w_arr)
                     mx.eval(state, loss, terms)

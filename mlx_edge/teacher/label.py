@@ -101,7 +101,7 @@ def label_targets(*, teacher: Path, data: list[Path], out: Path, backend: str = 
         transformers_progress(progress)
         forward = _torch_forward(teacher, device, attention_layers)
     else:
-        forward = _mlx_forward(teacher, device)
+        forward = _mlx_forward(teacher, device, batch_size)
     hashes = np.array([text_hash(t) for t in texts], dtype=np.int64)
     shards, written, started = list(done), 0, time.perf_counter()
     bar = progress_bar(len(texts), desc="label", unit="ex", enabled=progress, initial=start_example)
@@ -227,18 +227,22 @@ def _torch_forward(teacher: Path, device: str, attention_layers: list[int]):
     return forward
 
 
-def _mlx_forward(teacher: Path, device: str):
+def _mlx_forward(teacher: Path, device: str, batch_size: int):
     import mlx.core as mx
 
+    from mlx_edge.cpu_streams import blas_limit, resolve_shards, sharded_forward
     from mlx_edge.devices import mlx_device
     from mlx_edge.models.checkpoint import load_model
 
     mlx_device(device)
     model = load_model(teacher, require_head=True)
+    shards = resolve_shards(None, batch_size)  # on a CPU: a slice of each batch per core
 
     def forward(input_ids, mask, want_hidden, want_attn):
-        out = model(mx.array(input_ids), mx.array(mask), output_hidden_states=want_hidden,
-                    output_attentions=want_attn)
+        out = sharded_forward(model, mx.array(input_ids), mx.array(mask), shards, output_hidden_states=want_hidden,
+                              output_attentions=want_attn)
+        with blas_limit(shards):
+            mx.eval(out.logits, out.hidden_states or [], out.attentions or [])
         hidden = [np.array(h) for h in out.hidden_states] if want_hidden else None
         attn = [np.array(a) for a in out.attentions] if want_attn else None
         return np.array(out.logits), hidden, attn
