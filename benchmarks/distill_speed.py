@@ -88,7 +88,8 @@ def run_mlx(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
     import mlx.core as mx
 
     from mlx_edge.distill.api import distill
-    from mlx_edge.distill.loop import LoopConfig, Schedule, resolve_shards
+    from mlx_edge.cpu_streams import resolve_shards
+    from mlx_edge.distill.loop import LoopConfig, Schedule
 
     weights = {"kd": Schedule(1.0), "ce": Schedule(0.1)}
     if with_hidden:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import platform
 import sys
@@ -105,6 +106,7 @@ def blas_info() -> BlasInfo:
     return BlasInfo("bundled reference BLAS", None, f"{reason}; MLX CPU matmul is ~40x slower")
 
 
+@functools.cache
 def _openblas_thread_functions():
     """(get, set) for the OpenBLAS in this process's global scope, or None (macOS, reference BLAS)."""
     try:
@@ -123,18 +125,14 @@ class blas_threads:
     without this each stream's matmuls would also start a thread per core and oversubscribe.
     """
 
-    _functions = None
-    _looked = False
-
     def __init__(self, threads: int):
         self.threads = threads
         self.previous: int | None = None
 
     def __enter__(self):
-        if not blas_threads._looked:
-            blas_threads._functions, blas_threads._looked = _openblas_thread_functions(), True
-        if blas_threads._functions is not None:
-            get, set_ = blas_threads._functions
+        functions = _openblas_thread_functions()
+        if functions is not None:
+            get, set_ = functions
             self.previous = get()
             if self.previous != self.threads:
                 set_(self.threads)
@@ -142,5 +140,5 @@ class blas_threads:
 
     def __exit__(self, *exc):
         if self.previous is not None and self.previous != self.threads:
-            blas_threads._functions[1](self.previous)
+            _openblas_thread_functions()[1](self.previous)
         return False

@@ -124,12 +124,8 @@ def term_shares(mask: np.ndarray, bounds: list[int], attention_loss: str) -> np.
     tokens = mask.sum(axis=1).astype(np.float64)
     per_row = {"kd": np.ones_like(tokens), "ce": np.ones_like(tokens), "hidden": tokens, "embedding": tokens,
                "attention": tokens if attention_loss == "kl" else tokens ** 2}
-    shares = np.empty((len(bounds) - 1, len(TERMS)))
-    for j, k in enumerate(TERMS):
-        total = per_row[k].sum()
-        for i in range(len(bounds) - 1):
-            shares[i, j] = per_row[k][bounds[i]:bounds[i + 1]].sum() / total
-    return shares.astype(np.float32)
+    starts = bounds[:-1]
+    return np.stack([np.add.reduceat(per_row[k], starts) / per_row[k].sum() for k in TERMS], axis=1).astype(np.float32)
 
 
 def split_batch(b: dict, mask: np.ndarray, shards: int, attention_loss: str) -> list[dict]:
