@@ -76,8 +76,10 @@ extension BundleManifest {
 
     /// The bundle's files that are missing or differ from `files` (size, then sha256).
     /// `only` restricts the check to some paths (e.g. `tokenizer.files`); a path there that
-    /// `files` does not list is a problem too. Reads every checked file in full.
-    public func fileProblems(in bundleDirectory: URL, only paths: [String]? = nil) -> [BundleFileProblem] {
+    /// `files` does not list is a problem too. Reads every checked file in full, unless
+    /// `digests` is false: then only presence and size are checked.
+    public func fileProblems(in bundleDirectory: URL, only paths: [String]? = nil,
+                             digests: Bool = true) -> [BundleFileProblem] {
         var problems: [BundleFileProblem] = []
         let fileManager = FileManager.default
         for path in paths ?? files.keys.sorted() {
@@ -105,6 +107,7 @@ extension BundleManifest {
                     problems.append(BundleFileProblem(path: path, kind: .sizeMismatch(expected: entry.bytes, actual: size)))
                     continue
                 }
+                guard digests else { continue }
                 let digest = try SHA256Hasher.hexDigest(ofFileAt: url)
                 if digest != entry.sha256 {
                     problems.append(BundleFileProblem(path: path, kind: .digestMismatch(expected: entry.sha256, actual: digest)))
@@ -117,9 +120,10 @@ extension BundleManifest {
     }
 
     /// Throws ``BundleManifestError/fileVerificationFailed(_:)`` unless every file (or every
-    /// file in `only`) is present with its manifest size and sha256.
-    public func verifyFiles(in bundleDirectory: URL, only paths: [String]? = nil) throws {
-        let problems = fileProblems(in: bundleDirectory, only: paths)
+    /// file in `only`) is present with its manifest size and sha256 (only the size when
+    /// `digests` is false).
+    public func verifyFiles(in bundleDirectory: URL, only paths: [String]? = nil, digests: Bool = true) throws {
+        let problems = fileProblems(in: bundleDirectory, only: paths, digests: digests)
         if !problems.isEmpty { throw BundleManifestError.fileVerificationFailed(problems) }
     }
 
