@@ -165,6 +165,15 @@ public final class CorrectionStore: @unchecked Sendable {
         try add(Correction(text: text, embedding: embedding, label: label, date: date))
     }
 
+    /// Records that `text` should be labelled `label`, with the embedding `embed` computes for
+    /// it (the on-device encoder). The label is checked first, so a refused correction costs
+    /// no encoder run.
+    @discardableResult
+    public func add(text: String, label: String, embed: (String) throws -> [Float], date: Date = Date()) throws -> Correction {
+        try validate(label: label)
+        return try add(text: text, label: label, embedding: try embed(text), date: date)
+    }
+
     /// Records that `embedding` should be labelled `label`.
     @discardableResult
     public func add(embedding: [Float], label: String, date: Date = Date()) throws -> Correction {

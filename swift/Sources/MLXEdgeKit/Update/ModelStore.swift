@@ -107,10 +107,7 @@ public final class ModelStore: @unchecked Sendable {
     }
 
     public static func defaultBaseDirectory(name: String) throws -> URL {
-        let support = try FileManager.default.url(for: .applicationSupportDirectory, in: .userDomainMask,
-                                                  appropriateFor: nil, create: true)
-        return support.appendingPathComponent("MLXEdgeKit", isDirectory: true)
-            .appendingPathComponent(name, isDirectory: true)
+        try OnDeviceStorage.defaultDirectory().appendingPathComponent(name, isDirectory: true)
     }
 
     /// A snapshot of the persisted state.
