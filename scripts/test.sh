@@ -20,10 +20,11 @@ fi
 py_passed=$(grep -Eo '[0-9]+ passed' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 
 swift_passed=0
-if [ -f swift/Package.swift ]; then
+if [ -f Package.swift ]; then
   if command -v swift >/dev/null 2>&1; then
+    # From the root: Package.swift is there (sources in swift/) so apps can add the package by git URL.
     # XCTest only: the package has no Swift Testing tests, whose runner would close on "0 tests".
-    (cd swift && swift build && swift test --disable-swift-testing) 2>&1 | tee "$log"
+    (swift build && swift test --disable-swift-testing) 2>&1 | tee "$log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
     swift_passed=$(grep -Eo 'Executed [0-9]+ tests, with 0 failures' "$log" | tail -1 | grep -Eo '[0-9]+' | head -1)
     [ -n "$swift_passed" ] && [ "$swift_passed" -gt 0 ] || { echo "swift test ran no tests" >&2; exit 1; }

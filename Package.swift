@@ -1,4 +1,7 @@
 // swift-tools-version:5.9
+// MLXEdgeKit, the Swift side of mlx-edge (see swift/README.md). This manifest is at the
+// repository root because SwiftPM reads only the root Package.swift of a git dependency:
+// apps add the package by this repository's URL. The sources stay in swift/.
 import PackageDescription
 
 let package = Package(
@@ -13,12 +16,12 @@ let package = Package(
     targets: [
         .target(
             name: "MLXEdgeKit",
-            path: "Sources/MLXEdgeKit"
+            path: "swift/Sources/MLXEdgeKit"
         ),
         .testTarget(
             name: "MLXEdgeKitTests",
             dependencies: ["MLXEdgeKit"],
-            path: "Tests/MLXEdgeKitTests",
+            path: "swift/Tests/MLXEdgeKitTests",
             resources: [.copy("Fixtures")]
         ),
     ]
