@@ -19,10 +19,10 @@ SHAPES = [(4096, 312, 1200), (1024, 1024, 1024), (32 * 128, 384, 1536)]
 
 
 def measure(seconds: float) -> dict:
-    import mlx_edge  # noqa: F401  (preloads OpenBLAS unless MLX_EDGE_BLAS=bundled)
     import mlx.core as mx
 
-    from mlx_edge._blas import blas_info
+    import mlx_edge  # noqa: F401  (preloads OpenBLAS unless MLX_EDGE_BLAS=bundled)
+    from mlx_edge.runtime.blas import blas_info
 
     results = {"blas": blas_info().name, "gflops": {}}
     for m, k, n in SHAPES:
@@ -41,8 +41,10 @@ def reference(seconds: float) -> dict:
     import torch
 
     out = {}
-    for name, mm, make in (("numpy", np.matmul, lambda s: np.random.randn(*s).astype(np.float32)),
-                           ("torch", torch.matmul, lambda s: torch.randn(*s))):
+    for name, mm, make in (
+        ("numpy", np.matmul, lambda s: np.random.randn(*s).astype(np.float32)),
+        ("torch", torch.matmul, lambda s: torch.randn(*s)),
+    ):
         out[name] = {}
         for m, k, n in SHAPES:
             a, b = make((m, k)), make((k, n))
@@ -65,8 +67,13 @@ def main() -> None:
         return
 
     def child(kind: str, **env) -> dict:
-        out = subprocess.run([sys.executable, __file__, "--child", kind, "--seconds", str(args.seconds)],
-                             env={**os.environ, **env}, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", kind, "--seconds", str(args.seconds)],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return json.loads(out.stdout)
 
     rows = {"MLX + OpenBLAS": child("mlx"), "MLX bundled BLAS": child("mlx", MLX_EDGE_BLAS="bundled")}

@@ -39,9 +39,9 @@ def build(workdir: Path, examples: int, with_hidden: bool) -> dict:
     from mlx_edge.fileio import atomic_write_json
     from mlx_edge.manifest import file_fingerprint, write_manifest
     from mlx_edge.models.checkpoint import load_model, save_model
+    from mlx_edge.models.tokenizer import load_tokenizer
     from mlx_edge.targets import text_hash, write_index, write_shard
     from mlx_edge.teacher.source import file_hash_of_weights, tokenizer_hash
-    from mlx_edge.tokenizer import load_tokenizer
 
     minilm = Path(get_model_path())
     teacher = workdir / "teacher"
@@ -66,17 +66,31 @@ def build(workdir: Path, examples: int, with_hidden: bool) -> dict:
     cache = workdir / "targets"
     cache.mkdir()
     shard_size = 1000
-    write_manifest(cache, "targets", teacher=str(teacher.resolve()), teacher_hash=file_hash_of_weights(teacher),
-                   tokenizer_hash=tokenizer_hash(teacher), tokenizer=vars(tokenizer.settings), max_length=SEQ,
-                   labels=LABELS, hidden_layers=hidden_layers, attention_layers=[], shard_size=shard_size,
-                   examples=examples, data=[file_fingerprint(train)], backend="synthetic")
+    write_manifest(
+        cache,
+        "targets",
+        teacher=str(teacher.resolve()),
+        teacher_hash=file_hash_of_weights(teacher),
+        tokenizer_hash=tokenizer_hash(teacher),
+        tokenizer=vars(tokenizer.settings),
+        max_length=SEQ,
+        labels=LABELS,
+        hidden_layers=hidden_layers,
+        attention_layers=[],
+        shard_size=shard_size,
+        examples=examples,
+        data=[file_fingerprint(train)],
+        backend="synthetic",
+    )
     shards = []
     for number, start in enumerate(range(0, examples, shard_size)):
         n = min(shard_size, examples - start)
-        tensors = {"logits": rng.normal(size=(n, len(LABELS))).astype(np.float32),
-                   "ids": np.arange(start, start + n, dtype=np.int64),
-                   "text_hash": np.array([text_hash(t) for t in texts[start:start + n]], dtype=np.int64),
-                   "lengths": np.full(n, SEQ, dtype=np.int32)}
+        tensors = {
+            "logits": rng.normal(size=(n, len(LABELS))).astype(np.float32),
+            "ids": np.arange(start, start + n, dtype=np.int64),
+            "text_hash": np.array([text_hash(t) for t in texts[start : start + n]], dtype=np.int64),
+            "lengths": np.full(n, SEQ, dtype=np.int32),
+        }
         for k in hidden_layers:
             tensors[f"hidden.{k}"] = rng.normal(size=(n, SEQ, 384)).astype(np.float16)
         shards.append(write_shard(cache, number, tensors))
@@ -88,8 +102,8 @@ def run_mlx(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
     import mlx.core as mx
 
     from mlx_edge.distill.api import distill
-    from mlx_edge.cpu_streams import resolve_shards
     from mlx_edge.distill.loop import LoopConfig, Schedule
+    from mlx_edge.runtime.cpu_streams import resolve_shards
 
     weights = {"kd": Schedule(1.0), "ce": Schedule(0.1)}
     if with_hidden:
@@ -99,15 +113,28 @@ def run_mlx(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
     def on_step(step, _terms):
         stamps[step] = time.perf_counter()
 
-    loop = LoopConfig(epochs=1, batch_size=BATCH, learning_rate=1e-4, max_steps=steps, checkpoint_every=10**9,
-                      weights=weights)
+    loop = LoopConfig(
+        epochs=1, batch_size=BATCH, learning_rate=1e-4, max_steps=steps, checkpoint_every=10**9, weights=weights
+    )
     out = Path(paths["train"]).parent / "student-mlx"
-    distill(teacher=Path(paths["teacher"]), train=Path(paths["train"]), dev=Path(paths["dev"]),
-            targets=Path(paths["targets"]), student="tiny", out=out, loop=loop, progress=False, force=True,
-            on_step=on_step)
+    distill(
+        teacher=Path(paths["teacher"]),
+        train=Path(paths["train"]),
+        dev=Path(paths["dev"]),
+        targets=Path(paths["targets"]),
+        student="tiny",
+        out=out,
+        loop=loop,
+        progress=False,
+        force=True,
+        on_step=on_step,
+    )
     timed = stamps[steps] - stamps[warmup]
-    return {"samples_per_second": BATCH * (steps - warmup) / timed, "mlx_peak_bytes": mx.get_peak_memory(),
-            "cpu_streams": resolve_shards(None, BATCH)}
+    return {
+        "samples_per_second": BATCH * (steps - warmup) / timed,
+        "mlx_peak_bytes": mx.get_peak_memory(),
+        "cpu_streams": resolve_shards(None, BATCH),
+    }
 
 
 def run_torch(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
@@ -117,8 +144,8 @@ def run_torch(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
     from transformers import BertConfig, BertForSequenceClassification
 
     from mlx_edge.distill.student import PRESETS
+    from mlx_edge.models.tokenizer import load_tokenizer
     from mlx_edge.targets import TargetsCache
-    from mlx_edge.tokenizer import load_tokenizer
 
     torch.manual_seed(0)
     config = BertConfig(**PRESETS["tiny"], vocab_size=30522, num_labels=len(LABELS))
@@ -135,7 +162,7 @@ def run_torch(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
     stamps = {}
     student.train()
     for step in range(1, steps + 1):
-        rows = order[(step - 1) * BATCH: step * BATCH]
+        rows = order[(step - 1) * BATCH : step * BATCH]
         ids = torch.tensor(tokenizer.encode_batch([texts[r] for r in rows], max_length=SEQ))
         out = student(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=with_hidden)
         t_logits = torch.from_numpy(logits_all[rows])
@@ -144,15 +171,20 @@ def run_torch(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
         if with_hidden:
             got = cache.gather(rows, SEQ, [f"hidden.{k}" for k in (1, 2, 3, 4)])
             for k in (1, 2, 3, 4):
-                loss = loss + F.mse_loss(projection(out.hidden_states[k]), torch.from_numpy(got[f"hidden.{k}"]).float()) / 4
+                loss = (
+                    loss
+                    + F.mse_loss(projection(out.hidden_states[k]), torch.from_numpy(got[f"hidden.{k}"]).float()) / 4
+                )
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         optimizer.zero_grad()
         loss.item()
         stamps[step] = time.perf_counter()
-    return {"samples_per_second": BATCH * (steps - warmup) / (stamps[steps] - stamps[warmup]),
-            "threads": torch.get_num_threads()}
+    return {
+        "samples_per_second": BATCH * (steps - warmup) / (stamps[steps] - stamps[warmup]),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def main() -> None:
@@ -175,23 +207,38 @@ def main() -> None:
         paths = build(Path(tmp), args.examples, args.with_hidden)
         results = {}
         for backend in ("mlx", "torch"):
-            cmd = [sys.executable, __file__, "--child", backend, "--paths", json.dumps(paths), "--steps",
-                   str(args.steps), "--warmup", str(args.warmup)] + (["--with-hidden"] if args.with_hidden else [])
+            cmd = [
+                sys.executable,
+                __file__,
+                "--child",
+                backend,
+                "--paths",
+                json.dumps(paths),
+                "--steps",
+                str(args.steps),
+                "--warmup",
+                str(args.warmup),
+            ] + (["--with-hidden"] if args.with_hidden else [])
             # PASSIVE: spin-waiting OpenMP threads slow PyTorch badly whenever anything else runs
             env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
-            results[backend] = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
-                                                         env=env).stdout)
+            results[backend] = json.loads(
+                subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
+            )
     losses = "KD + CE" + (" + hidden MSE (4 layers, from the cache)" if args.with_hidden else "")
     print(f"tiny student, batch {BATCH} x {SEQ} tokens, {losses}, cache of {args.examples} examples")
-    names = {"mlx": f"MLX ({results['mlx']['cpu_streams']} CPU streams)",
-             "torch": f"PyTorch ({results['torch']['threads']} threads)"}
+    names = {
+        "mlx": f"MLX ({results['mlx']['cpu_streams']} CPU streams)",
+        "torch": f"PyTorch ({results['torch']['threads']} threads)",
+    }
     print(f"{'loop':<24}{'samples/s':>12}{'peak RSS':>12}{'MLX peak':>12}")
     for backend, r in results.items():
         mlx_peak = f"{r['mlx_peak_bytes'] / 1e9:.2f} GB" if "mlx_peak_bytes" in r else "-"
         print(f"{names[backend]:<24}{r['samples_per_second']:>12.1f}{r['peak_rss_bytes'] / 1e9:>9.2f} GB{mlx_peak:>12}")
     ratio = results["mlx"]["samples_per_second"] / results["torch"]["samples_per_second"]
-    print(f"MLX / PyTorch: {ratio:.2f}x   (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}, "
-          f"load average after: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
+    print(
+        f"MLX / PyTorch: {ratio:.2f}x   (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}, "
+        f"load average after: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
+    )
 
 
 if __name__ == "__main__":

@@ -47,9 +47,16 @@ def make_student(directory: Path, vocab: str, args_std: float = 0.05) -> Path:
     else:
         tokenizer_from = _made_up_vocab(directory.with_name("vocab-21128"), int(vocab))
         vocab_size = int(vocab)
-    config = BertConfig(vocab_size=vocab_size, hidden_size=312, num_hidden_layers=4, num_attention_heads=12,
-                        intermediate_size=1200, max_position_embeddings=512, initializer_range=args_std,
-                        id2label=dict(enumerate(["finance", "health", "life", "study", "travel", "work"])))
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=312,
+        num_hidden_layers=4,
+        num_attention_heads=12,
+        intermediate_size=1200,
+        max_position_embeddings=512,
+        initializer_range=args_std,
+        id2label=dict(enumerate(["finance", "health", "life", "study", "travel", "work"])),
+    )
     model = BertForSequenceClassification(config)
     init_weights(model, seed=0)
     mx.eval(model.parameters())
@@ -87,18 +94,30 @@ def main() -> None:
         rows = []
         for name in args.variants.split(","):
             start = time.perf_counter()
-            result = export_bundle(student_dir=student, out_dir=root / f"bundle-{name}", seq_len=args.seq_len,
-                                   n_texts=args.texts, force=True, progress=False, **VARIANTS[name])
+            result = export_bundle(
+                student_dir=student,
+                out_dir=root / f"bundle-{name}",
+                seq_len=args.seq_len,
+                n_texts=args.texts,
+                force=True,
+                progress=False,
+                **VARIANTS[name],
+            )
             seconds = time.perf_counter() - start
             checks = {r["name"]: r for r in result.manifest["checks"]["results"]}
-            rows.append({"variant": name, "export_s": round(seconds, 1),
-                         "sizes_mb": {k: round(v / 1e6, 2) for k, v in result.sizes.items()},
-                         "head_kb": round(result.sizes["Head.mlmodel"] / 1e3, 1),
-                         "app_mb": round((result.sizes["Encoder.mlpackage"] + result.sizes["Head.mlmodel"]) / 1e6, 2),
-                         "program_max_abs_diff": checks["parity.encoder.program"]["figures"]["max_abs_diff"],
-                         "mirror_vs_mlx": checks["parity.mirror_vs_mlx"]["figures"]["max_abs_diff"],
-                         "onnx_vs_mirror": checks["parity.onnx"]["figures"]["max_abs_diff"],
-                         "checks_passed": result.manifest["checks"]["passed"]})
+            rows.append(
+                {
+                    "variant": name,
+                    "export_s": round(seconds, 1),
+                    "sizes_mb": {k: round(v / 1e6, 2) for k, v in result.sizes.items()},
+                    "head_kb": round(result.sizes["Head.mlmodel"] / 1e3, 1),
+                    "app_mb": round((result.sizes["Encoder.mlpackage"] + result.sizes["Head.mlmodel"]) / 1e6, 2),
+                    "program_max_abs_diff": checks["parity.encoder.program"]["figures"]["max_abs_diff"],
+                    "mirror_vs_mlx": checks["parity.mirror_vs_mlx"]["figures"]["max_abs_diff"],
+                    "onnx_vs_mirror": checks["parity.onnx"]["figures"]["max_abs_diff"],
+                    "checks_passed": result.manifest["checks"]["passed"],
+                }
+            )
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
@@ -106,13 +125,17 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     print(f"TinyBERT-4 shape (4x312, 12 heads, ffn 1200), vocab {args.vocab}, seq-len {args.seq_len}")
-    print(f"{'variant':<10} {'export s':>8} {'Encoder MB':>10} {'Classifier MB':>13} {'Head KB':>8} "
-          f"{'ONNX MB':>8} {'app MB':>7}  program vs mirror (max |Δ|: logits; probabilities if compressed)")
+    print(
+        f"{'variant':<10} {'export s':>8} {'Encoder MB':>10} {'Classifier MB':>13} {'Head KB':>8} "
+        f"{'ONNX MB':>8} {'app MB':>7}  program vs mirror (max |Δ|: logits; probabilities if compressed)"
+    )
     for r in rows:
         s = r["sizes_mb"]
-        print(f"{r['variant']:<10} {r['export_s']:>8} {s['Encoder.mlpackage']:>10} {s['Classifier.mlpackage']:>13} "
-              f"{r['head_kb']:>8} {s['model.onnx']:>8} {r['app_mb']:>7}  "
-              f"{r['program_max_abs_diff']:.2g}")
+        print(
+            f"{r['variant']:<10} {r['export_s']:>8} {s['Encoder.mlpackage']:>10} {s['Classifier.mlpackage']:>13} "
+            f"{r['head_kb']:>8} {s['model.onnx']:>8} {r['app_mb']:>7}  "
+            f"{r['program_max_abs_diff']:.2g}"
+        )
 
 
 if __name__ == "__main__":

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from transformers.utils import logging as hf_logging
 
 import mlx_edge  # noqa: F401  (OpenBLAS before mlx)
-from transformers.utils import logging as hf_logging
 
 hf_logging.set_verbosity_error()
 hf_logging.disable_progress_bar()
@@ -109,7 +109,7 @@ def main() -> None:
         args.model = Path(get_model_path())
     import os
 
-    from mlx_edge._blas import blas_info
+    from mlx_edge.runtime.blas import blas_info
 
     labels = ["finance", "health", "life", "study", "travel", "work"]
     rng = np.random.default_rng(0)
@@ -119,12 +119,16 @@ def main() -> None:
     y = rng.integers(0, len(labels), size=args.batch_size).astype(np.int32)
     threads = os.cpu_count() or 1
     rows = {}
-    for name, factory in (("torch-cpu", lambda: torch_steps(args.model, labels, ids, mask, y, threads)),
-                          ("mlx-cpu", lambda: mlx_steps(args.model, labels, ids, mask, y))):
+    for name, factory in (
+        ("torch-cpu", lambda: torch_steps(args.model, labels, ids, mask, y, threads)),
+        ("mlx-cpu", lambda: mlx_steps(args.model, labels, ids, mask, y)),
+    ):
         train, label = factory()
         rows[name] = (args.batch_size / timed(train, 2, args.repeats), args.batch_size / timed(label, 2, args.repeats))
-    print(f"model {args.model.name if args.model.name != 'model' else args.model.parent.name}, batch "
-          f"{args.batch_size} x {args.seq_len} tokens, {threads} threads, MLX BLAS: {blas_info().name}")
+    print(
+        f"model {args.model.name if args.model.name != 'model' else args.model.parent.name}, batch "
+        f"{args.batch_size} x {args.seq_len} tokens, {threads} threads, MLX BLAS: {blas_info().name}"
+    )
     print(f"{'backend':<12}{'train samples/s':>18}{'label samples/s':>18}")
     for name, (train_sps, label_sps) in rows.items():
         print(f"{name:<12}{train_sps:>18.1f}{label_sps:>18.1f}")

@@ -28,8 +28,14 @@ def check_head_spec(info: dict, entry: dict) -> list[CheckResult]:
             problems.append(f"layer {name} ({layers[name]['type']}) cannot be updatable")
     if updatable != entry.get("updatable_layers"):
         problems.append(f"updatable layers {updatable} != manifest {entry.get('updatable_layers')}")
-    results.append(CheckResult("head.updatable", not problems, "; ".join(problems) or
-                               f"isUpdatable, spec v{info['spec_version']}, updatable layer(s) {', '.join(updatable)}"))
+    results.append(
+        CheckResult(
+            "head.updatable",
+            not problems,
+            "; ".join(problems)
+            or f"isUpdatable, spec v{info['spec_version']}, updatable layer(s) {', '.join(updatable)}",
+        )
+    )
 
     # The loss must read a plain softmax layer's output, which is the head's probabilities output.
     problems = []
@@ -43,20 +49,30 @@ def check_head_spec(info: dict, entry: dict) -> list[CheckResult]:
         if producer is None:
             problems.append(f"loss input {loss['input']!r} is not produced by any layer")
         elif producer["type"] != "softmax":
-            problems.append(f"loss input {loss['input']!r} comes from layer {producer['name']!r} "
-                            f"({producer['type']}), not a softmax")
+            problems.append(
+                f"loss input {loss['input']!r} comes from layer {producer['name']!r} "
+                f"({producer['type']}), not a softmax"
+            )
         if loss["input"] != entry.get("probabilities_output"):
-            problems.append(f"loss input {loss['input']!r} is not the probabilities output "
-                            f"{entry.get('probabilities_output')!r}")
+            problems.append(
+                f"loss input {loss['input']!r} is not the probabilities output {entry.get('probabilities_output')!r}"
+            )
         if loss["input"] != expected.get("input") or loss["target"] != expected.get("target"):
-            problems.append(f"loss {loss['input']} -> {loss['target']} != manifest "
-                            f"{expected.get('input')} -> {expected.get('target')}")
+            problems.append(
+                f"loss {loss['input']} -> {loss['target']} != manifest "
+                f"{expected.get('input')} -> {expected.get('target')}"
+            )
         training = [f["name"] for f in info["training_inputs"]]
         if loss["target"] not in training:
             problems.append(f"loss target {loss['target']!r} is not a training input ({training})")
-    results.append(CheckResult("head.loss", not problems, "; ".join(problems) or
-                               f"categorical cross-entropy on softmax output {losses[0]['input']!r}, "
-                               f"target {losses[0]['target']!r}"))
+    results.append(
+        CheckResult(
+            "head.loss",
+            not problems,
+            "; ".join(problems)
+            or f"categorical cross-entropy on softmax output {losses[0]['input']!r}, target {losses[0]['target']!r}",
+        )
+    )
 
     # Optimizer and epochs: present, defaults inside their allowed ranges, as the manifest says.
     problems = []
@@ -77,14 +93,28 @@ def check_head_spec(info: dict, entry: dict) -> list[CheckResult]:
         problems.append(f"epochs {epochs['default']} not in the allowed set")
     if entry.get("epochs") != epochs:
         problems.append("epochs differ from the manifest")
-    results.append(CheckResult("head.optimizer", not problems, "; ".join(problems) or
-                               f"{opt['type']} lr {opt['learning_rate']['default']:g}, mini-batch "
-                               f"{opt['mini_batch_size']['default']}, {epochs['default']} epochs"))
+    results.append(
+        CheckResult(
+            "head.optimizer",
+            not problems,
+            "; ".join(problems)
+            or f"{opt['type']} lr {opt['learning_rate']['default']:g}, mini-batch "
+            f"{opt['mini_batch_size']['default']}, {epochs['default']} epochs",
+        )
+    )
     return results
 
 
-def simulate_update(w: np.ndarray, b: np.ndarray, embeddings: np.ndarray, targets: np.ndarray, *,
-                    optimizer: dict, epochs: int, seed: int = 0) -> dict:
+def simulate_update(
+    w: np.ndarray,
+    b: np.ndarray,
+    embeddings: np.ndarray,
+    targets: np.ndarray,
+    *,
+    optimizer: dict,
+    epochs: int,
+    seed: int = 0,
+) -> dict:
     """What MLUpdateTask does: shuffled mini-batches, mean cross-entropy, SGD (momentum) or Adam.
 
     Returns the loss and the predicted classes before and after each epoch, and the final weights.
@@ -107,7 +137,7 @@ def simulate_update(w: np.ndarray, b: np.ndarray, embeddings: np.ndarray, target
     for _ in range(epochs):
         order = rng.permutation(len(y))
         for start in range(0, len(y), batch):
-            idx = order[start:start + batch]
+            idx = order[start : start + batch]
             p = _softmax(x[idx] @ w.T + b)
             p[np.arange(len(idx)), y[idx]] -= 1.0  # d(mean CE)/d(logits)
             gw, gb = p.T @ x[idx] / len(idx), p.mean(axis=0)
@@ -116,9 +146,9 @@ def simulate_update(w: np.ndarray, b: np.ndarray, embeddings: np.ndarray, target
                 for i, g in ((0, gw), (1, gb)):
                     state[i] = beta1 * state[i] + (1 - beta1) * g
                     state[i + 2] = beta2 * state[i + 2] + (1 - beta2) * g * g
-                m_hat, v_hat = state[0] / (1 - beta1 ** step), state[2] / (1 - beta2 ** step)
+                m_hat, v_hat = state[0] / (1 - beta1**step), state[2] / (1 - beta2**step)
                 w -= lr * m_hat / (np.sqrt(v_hat) + eps)
-                m_hat, v_hat = state[1] / (1 - beta1 ** step), state[3] / (1 - beta2 ** step)
+                m_hat, v_hat = state[1] / (1 - beta1**step), state[3] / (1 - beta2**step)
                 b -= lr * m_hat / (np.sqrt(v_hat) + eps)
             else:
                 state[0] = momentum * state[0] + gw
@@ -151,12 +181,23 @@ def check_update(info: dict, w: np.ndarray, b: np.ndarray, embeddings: np.ndarra
     flipped_at = next((e for e, p in enumerate(run["predictions"]) if e and np.array_equal(p, targets)), None)
     flipped = int(np.sum(run["predictions"][flipped_at or -1] == targets))
     loss_default = losses[min(default_epochs, len(losses) - 1)]
-    figures = {"examples": len(targets), "loss_before": losses[0], "loss_after_default_epochs": loss_default,
-               "default_epochs": default_epochs, "epochs_to_flip_all": flipped_at, "flipped": flipped,
-               "learning_rate": info["optimizer"]["learning_rate"]["default"],
-               "mini_batch_size": info["optimizer"]["mini_batch_size"]["default"]}
+    figures = {
+        "examples": len(targets),
+        "loss_before": losses[0],
+        "loss_after_default_epochs": loss_default,
+        "default_epochs": default_epochs,
+        "epochs_to_flip_all": flipped_at,
+        "flipped": flipped,
+        "learning_rate": info["optimizer"]["learning_rate"]["default"],
+        "mini_batch_size": info["optimizer"]["mini_batch_size"]["default"],
+    }
     ok = loss_default < losses[0] and flipped_at is not None
-    detail = (f"{len(targets)} corrections: loss {losses[0]:.3f} -> {loss_default:.3f} after {default_epochs} epochs; "
-              + (f"all flipped to their new labels after {flipped_at} epoch(s)" if flipped_at
-                 else f"only {flipped}/{len(targets)} flipped within {max_epochs} epochs"))
+    detail = (
+        f"{len(targets)} corrections: loss {losses[0]:.3f} -> {loss_default:.3f} after {default_epochs} epochs; "
+        + (
+            f"all flipped to their new labels after {flipped_at} epoch(s)"
+            if flipped_at
+            else f"only {flipped}/{len(targets)} flipped within {max_epochs} epochs"
+        )
+    )
     return CheckResult("head.update", ok, detail, figures)

@@ -7,9 +7,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import mlx.core as mx
 import numpy as np
 
 from bridges.checks import TOLERANCES, CheckResult, max_abs, program_tolerance, within
+from bridges.mil_numpy import run_program
+from bridges.torch_mirror import run_mirror
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -42,17 +45,18 @@ class Backends:
 
     def run_all(self, examples: list, *, with_mlx: bool = True, chunk: int = 16) -> list[dict[str, dict]]:
         """`run` for many examples; the reference backends take same-length examples as one batch."""
-        from bridges.mil_numpy import run_program
-        from bridges.torch_mirror import run_mirror
-
         outs: list[dict[str, dict]] = []
         w, b = self.head
         for ids, mask in examples:  # the programs take batch 1
             feeds = {"input_ids": ids, "attention_mask": mask}
             enc = run_program(self.encoder_program, feeds)
-            outs.append({"program": _outputs(enc["embedding"], enc["logits"]),
-                         "classifier": {"probabilities": run_program(self.classifier_program, feeds)["probabilities"]},
-                         "head": {"probabilities": softmax(enc["embedding"].astype(np.float64) @ w.T + b)}})
+            outs.append(
+                {
+                    "program": _outputs(enc["embedding"], enc["logits"]),
+                    "classifier": {"probabilities": run_program(self.classifier_program, feeds)["probabilities"]},
+                    "head": {"probabilities": softmax(enc["embedding"].astype(np.float64) @ w.T + b)},
+                }
+            )
         backends = {}
         if self.mirror is not None:
             backends["mirror"] = lambda i, m: run_mirror(self.mirror, i, m)
@@ -65,17 +69,16 @@ class Backends:
             by_length.setdefault(ids.shape[1], []).append(k)
         for rows in by_length.values():
             for start in range(0, len(rows), chunk):
-                part = rows[start:start + chunk]
+                part = rows[start : start + chunk]
                 ids = np.concatenate([examples[k][0] for k in part])
                 mask = np.concatenate([examples[k][1] for k in part])
                 for name, fn in backends.items():
                     emb, logits = fn(ids, mask)
                     for j, k in enumerate(part):
-                        outs[k][name] = _outputs(emb[j:j + 1], logits[j:j + 1])
+                        outs[k][name] = _outputs(emb[j : j + 1], logits[j : j + 1])
         return outs
 
     def _run_mlx(self, ids, mask):
-        import mlx.core as mx
 
         res = self.student(mx.array(ids), mx.array(mask))
         return np.array(res.pooled), np.array(res.logits)
@@ -106,14 +109,17 @@ def _pairs(b: Backends) -> list[tuple[str, str, str, float, tuple[str, ...]]]:
         prog_keys, tol = ("probabilities",), TOLERANCES[f"probs_{b.quantize}"]
     # the head (fp32 weights) on the program's embedding vs the Classifier program (maybe compressed)
     head_tol = (tol if b.quantize != "none" else b.program_tol) + TOLERANCES["head_vs_classifier"]
-    pairs = [("parity.encoder.program", "program", ref, tol, prog_keys),
-             ("parity.classifier.program", "classifier", ref, tol, ("probabilities",)),
-             ("parity.head", "head", "classifier", head_tol, ("probabilities",))]
+    pairs = [
+        ("parity.encoder.program", "program", ref, tol, prog_keys),
+        ("parity.classifier.program", "classifier", ref, tol, ("probabilities",)),
+        ("parity.head", "head", "classifier", head_tol, ("probabilities",)),
+    ]
     if b.mirror is not None:
         pairs.insert(0, ("parity.onnx", "onnx", "mirror", TOLERANCES["onnx_vs_mirror"], ("embedding", "logits")))
         if b.student is not None:
-            pairs.insert(0, ("parity.mirror_vs_mlx", "mirror", "mlx", TOLERANCES["mirror_vs_mlx"],
-                             ("embedding", "logits")))
+            pairs.insert(
+                0, ("parity.mirror_vs_mlx", "mirror", "mlx", TOLERANCES["mirror_vs_mlx"], ("embedding", "logits"))
+            )
     return pairs
 
 
@@ -132,8 +138,14 @@ def check_parity(b: Backends, examples: list[tuple[np.ndarray, np.ndarray]]) -> 
     results = []
     for name, backend, ref, tol, keys in pairs:
         d = worst[name]
-        figures = {"max_abs_diff": d, "tolerance": tol, "compared": list(keys), "reference": ref,
-                   "texts": len(examples), "top1_agreement": agree[name] / max(len(examples), 1)}
+        figures = {
+            "max_abs_diff": d,
+            "tolerance": tol,
+            "compared": list(keys),
+            "reference": ref,
+            "texts": len(examples),
+            "top1_agreement": agree[name] / max(len(examples), 1),
+        }
         ok = within(d, tol)
         detail = f"{backend} vs {ref}: max |Δ| {d:.3g} over {len(examples)} texts ({'≤' if ok else '>'} {tol:g})"
         results.append(CheckResult(name, ok, detail, figures))
@@ -155,8 +167,10 @@ def extreme_examples(tokenizer, seq) -> dict[str, tuple[np.ndarray, np.ndarray]]
     cases = {
         "all_padding": (np.full((1, n), tokenizer.pad_id, np.int32), np.zeros((1, n), np.int32)),
         "maximum_length": encode(tokenizer, ["finish the report " * n], seq)[0],
-        "only_unknown_tokens": (np.array([[tokenizer.cls_id] + [tokenizer.unk_id] * (n - 2) + [tokenizer.sep_id]],
-                                         np.int32), np.ones((1, n), np.int32)),
+        "only_unknown_tokens": (
+            np.array([[tokenizer.cls_id] + [tokenizer.unk_id] * (n - 2) + [tokenizer.sep_id]], np.int32),
+            np.ones((1, n), np.int32),
+        ),
     }
     for name, text in EXTREME_TEXTS.items():
         cases[name] = encode(tokenizer, [text], seq)[0]
@@ -190,10 +204,15 @@ def check_extremes(b: Backends, cases: dict) -> list[CheckResult]:
                 worst = max(worst, d) if np.isfinite(d) else d
                 if not within(d, tol):
                     problems.append(f"{backend} vs {ref} max |Δ| {d:.3g} > {tol:g}")
-        detail = "; ".join(problems) if problems else "finite, probabilities sum to 1" + (
-            f", max |Δ| {worst:.3g}" if case != "all_padding" else " (not compared across backends)")
-        results.append(CheckResult(f"extreme.{case}", not problems, detail,
-                                   {"length": int(ids.shape[1]), "max_abs_diff": worst}))
+        detail = (
+            "; ".join(problems)
+            if problems
+            else "finite, probabilities sum to 1"
+            + (f", max |Δ| {worst:.3g}" if case != "all_padding" else " (not compared across backends)")
+        )
+        results.append(
+            CheckResult(f"extreme.{case}", not problems, detail, {"length": int(ids.shape[1]), "max_abs_diff": worst})
+        )
     return results
 
 
@@ -204,16 +223,23 @@ def coreml_predict_available() -> bool:
 def check_coreml_predict(bundle: Path, manifest: dict, b: Backends, examples: list) -> list[CheckResult]:
     """macOS only: real MLModel.predict of Encoder and Classifier with each compute unit vs the mirror."""
     if not coreml_predict_available():
-        return [CheckResult("coreml.predict", True, "CoreML prediction needs macOS; the MIL program was run in "
-                            "NumPy instead", skipped=True)]
-    import coremltools as ct
+        return [
+            CheckResult(
+                "coreml.predict",
+                True,
+                "CoreML prediction needs macOS; the MIL program was run in NumPy instead",
+                skipped=True,
+            )
+        ]
+    import coremltools as ct  # lazy: coremltools loads in ~2 s; only conversion and checks need it
 
     results = []
     ref = "mirror" if b.mirror is not None else "onnx"
     for unit in ("CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE", "ALL"):
         try:
-            enc = ct.models.MLModel(str(Path(bundle) / manifest["models"]["encoder"]["file"]),
-                                    compute_units=getattr(ct.ComputeUnit, unit))
+            enc = ct.models.MLModel(
+                str(Path(bundle) / manifest["models"]["encoder"]["file"]), compute_units=getattr(ct.ComputeUnit, unit)
+            )
             worst = 0.0
             for ids, mask in examples:
                 got = enc.predict({"input_ids": ids, "attention_mask": mask})
@@ -227,7 +253,12 @@ def check_coreml_predict(bundle: Path, manifest: dict, b: Backends, examples: li
         tol = b.program_tol if b.quantize == "none" else TOLERANCES[f"probs_{b.quantize}"]
         # the ANE computes in fp16 whatever the program says
         tol = max(tol, TOLERANCES["program_fp16"]) if unit in ("CPU_AND_NE", "ALL") else tol
-        results.append(CheckResult(f"coreml.predict.{unit}", within(worst, tol),
-                                   f"MLModel.predict vs {ref}: max |Δ| {worst:.3g} (tolerance {tol:g})",
-                                   {"max_abs_diff": worst, "tolerance": tol}))
+        results.append(
+            CheckResult(
+                f"coreml.predict.{unit}",
+                within(worst, tol),
+                f"MLModel.predict vs {ref}: max |Δ| {worst:.3g} (tolerance {tol:g})",
+                {"max_abs_diff": worst, "tolerance": tol},
+            )
+        )
     return results

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bridges.coreml_export import load_spec, spec_features
+from bridges.coreml_head import describe_head, load_head_spec
+from bridges.onnx_export import describe_onnx
 from mlx_edge.fileio import sha256_file
 
 # Every tolerance of the bridge, in one place (max absolute difference unless noted).
@@ -76,6 +79,7 @@ def within(diff: float, tol: float) -> bool:
 
 # --- files -----------------------------------------------------------------------------------
 
+
 def bundle_files(bundle: Path) -> dict[str, dict]:
     """Every file of the bundle except manifest.json: relative path -> sha256 and size."""
     out = {}
@@ -108,6 +112,7 @@ def check_files(bundle: Path, manifest: dict) -> list[CheckResult]:
 
 # --- names, shapes, dtypes -------------------------------------------------------------------
 
+
 def _compare_features(model: str, kind: str, declared: list[dict], actual: list[dict]) -> list[str]:
     problems = []
     actual_by_name = {f["name"]: f for f in actual}
@@ -121,17 +126,15 @@ def _compare_features(model: str, kind: str, declared: list[dict], actual: list[
         for key in ("shape", "dtype", "shape_range", "enumerated_shapes"):
             if key in feature or key in found:
                 if feature.get(key) != found.get(key):
-                    problems.append(f"{model} {kind} {feature['name']}: {key} {found.get(key)} in the model, "
-                                    f"{feature.get(key)} in the manifest")
+                    problems.append(
+                        f"{model} {kind} {feature['name']}: {key} {found.get(key)} in the model, "
+                        f"{feature.get(key)} in the manifest"
+                    )
     return problems
 
 
 def check_io(bundle: Path, manifest: dict) -> list[CheckResult]:
     """Input/output (and training-input) names, shapes and dtypes of every model vs the manifest."""
-    from bridges.coreml_export import load_spec, spec_features
-    from bridges.coreml_head import describe_head, load_head_spec
-    from bridges.onnx_export import describe_onnx
-
     results = []
     for key, entry in manifest["models"].items():
         path = Path(bundle) / entry["file"]
@@ -175,8 +178,9 @@ def program_weight_map(constants: dict[str, np.ndarray], mirror_state: dict[str,
     return out
 
 
-def compare_weights(constants: dict[str, np.ndarray], mirror_state: dict[str, np.ndarray], *,
-                    precision: str, quantize: str) -> tuple[list[str], dict]:
+def compare_weights(
+    constants: dict[str, np.ndarray], mirror_state: dict[str, np.ndarray], *, precision: str, quantize: str
+) -> tuple[list[str], dict]:
     """The program's (decompressed) weights vs the student's: exact up to the storage dtype, or
     within the compression's relative error. Returns (problems, figures)."""
     mapping = program_weight_map(constants, mirror_state)
@@ -208,6 +212,9 @@ def compare_weights(constants: dict[str, np.ndarray], mirror_state: dict[str, np
 
 def check_weights(name: str, constants: dict, mirror_state: dict, *, precision: str, quantize: str) -> CheckResult:
     problems, figures = compare_weights(constants, mirror_state, precision=precision, quantize=quantize)
-    detail = "; ".join(problems[:4]) + (f" (+{len(problems) - 4} more)" if len(problems) > 4 else "") \
-        if problems else f"{figures['compared']} weights match the student's"
+    detail = (
+        "; ".join(problems[:4]) + (f" (+{len(problems) - 4} more)" if len(problems) > 4 else "")
+        if problems
+        else f"{figures['compared']} weights match the student's"
+    )
     return CheckResult(f"weights.{name}", not problems, detail, figures)

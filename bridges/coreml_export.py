@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
-from mlx_edge.errors import EnvironmentProblem, MlxEdgeError
+from mlx_edge.errors import EnvironmentProblem, ExportError
 
 INPUT_IDS, ATTENTION_MASK = "input_ids", "attention_mask"
 EMBEDDING, LOGITS, PROBABILITIES = "embedding", "logits", "probabilities"
@@ -75,13 +76,16 @@ def parse_seq_len(text: str | int, *, max_positions: int | None = None) -> Seque
         else:
             spec = SequenceLengths("fixed", (int(raw),))
     except ValueError as exc:
-        raise MlxEdgeError(f"--seq-len {raw!r} is not a length, a range or a list ({exc})",
-                           "use e.g. 128, 16-128 or 32,64,128") from None
+        raise ExportError(
+            f"--seq-len {raw!r} is not a length, a range or a list ({exc})", "use e.g. 128, 16-128 or 32,64,128"
+        ) from None
     if spec.min < 2:
-        raise MlxEdgeError(f"--seq-len {raw!r}: a length must be at least 2 ([CLS] and [SEP])", "use e.g. 128")
+        raise ExportError(f"--seq-len {raw!r}: a length must be at least 2 ([CLS] and [SEP])", "use e.g. 128")
     if max_positions is not None and spec.max > max_positions:
-        raise MlxEdgeError(f"--seq-len {raw!r} exceeds the student's max_position_embeddings ({max_positions})",
-                           f"use at most {max_positions}")
+        raise ExportError(
+            f"--seq-len {raw!r} exceeds the student's max_position_embeddings ({max_positions})",
+            f"use at most {max_positions}",
+        )
     return spec
 
 
@@ -93,8 +97,11 @@ def quiet_coremltools():
     for lg in loggers:
         lg.setLevel(logging.ERROR)
     try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-                contextlib.redirect_stderr(io.StringIO()):
+        with (
+            warnings.catch_warnings(),
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+        ):
             warnings.simplefilter("ignore")
             yield
     finally:
@@ -105,7 +112,7 @@ def quiet_coremltools():
 def import_coremltools():
     try:
         with quiet_coremltools():
-            import coremltools as ct
+            import coremltools as ct  # lazy: import_coremltools() turns a broken install into one line
     except ImportError as exc:
         raise EnvironmentProblem(f"coremltools is not importable ({exc})", "pip install coremltools==9.0") from exc
     return ct
@@ -118,14 +125,14 @@ def _input_types(ct, seq: SequenceLengths):
         shape = (1, ct.RangeDim(lower_bound=seq.min, upper_bound=seq.max, default=seq.max))
     else:
         shape = ct.EnumeratedShapes(shapes=[(1, n) for n in seq.lengths], default=(1, seq.max))
-    return [ct.TensorType(name=INPUT_IDS, shape=shape, dtype=np.int32),
-            ct.TensorType(name=ATTENTION_MASK, shape=shape, dtype=np.int32)]
+    return [
+        ct.TensorType(name=INPUT_IDS, shape=shape, dtype=np.int32),
+        ct.TensorType(name=ATTENTION_MASK, shape=shape, dtype=np.int32),
+    ]
 
 
-def convert(module, *, outputs: list[str], seq: SequenceLengths, precision: str, min_target: str,
-            compute_units: str):
+def convert(module, *, outputs: list[str], seq: SequenceLengths, precision: str, min_target: str, compute_units: str):
     """Trace `module` (ids, mask) -> outputs and convert it to an mlprogram (not saved)."""
-    import torch
 
     ct = import_coremltools()
     example = (torch.ones((1, seq.max), dtype=torch.int32), torch.ones((1, seq.max), dtype=torch.int32))
@@ -133,22 +140,28 @@ def convert(module, *, outputs: list[str], seq: SequenceLengths, precision: str,
         traced = torch.jit.trace(module.eval(), example, check_trace=False)  # the checks compare outputs
         try:
             return ct.convert(
-                traced, convert_to="mlprogram", inputs=_input_types(ct, seq),
+                traced,
+                convert_to="mlprogram",
+                inputs=_input_types(ct, seq),
                 # fp32 outputs even from an fp16 program: what apps and checks expect to read
                 outputs=[ct.TensorType(name=n, dtype=np.float32) for n in outputs],
                 compute_precision=ct.precision.FLOAT16 if precision == "fp16" else ct.precision.FLOAT32,
                 minimum_deployment_target=getattr(ct.target, min_target),
-                compute_units=getattr(ct.ComputeUnit, compute_units), skip_model_load=True)
+                compute_units=getattr(ct.ComputeUnit, compute_units),
+                skip_model_load=True,
+            )
         except Exception as exc:  # coremltools raises bare RuntimeError/ValueError/NotImplementedError
-            raise MlxEdgeError(f"coremltools could not convert the traced mirror: {exc}",
-                               "report it with `mlx-edge doctor --json` output") from exc
+            raise ExportError(
+                f"coremltools could not convert the traced mirror: {exc}",
+                "report it with `mlx-edge doctor --json` output",
+            ) from exc
 
 
 def compress(mlmodel, *, quantize: str, palettize_bits: int = 6, palettize_mode: str = "kmeans"):
     """Weight compression through coremltools.optimize: int8 linear (per channel) or an n-bit LUT."""
     if quantize == "none":
         return mlmodel
-    import coremltools.optimize.coreml as cto
+    import coremltools.optimize.coreml as cto  # lazy: import_coremltools() turns a broken install into one line
 
     with quiet_coremltools():
         if quantize == "int8":
@@ -156,17 +169,26 @@ def compress(mlmodel, *, quantize: str, palettize_bits: int = 6, palettize_mode:
             return cto.linear_quantize_weights(mlmodel, config)
         if palettize_mode == "kmeans":
             try:
-                import sklearn  # noqa: F401  (coremltools' k-means needs it)
+                import sklearn  # noqa: F401  # lazy: coremltools k-means needs it; probed only for palettize
             except ImportError:
-                raise EnvironmentProblem("--quantize palettize (k-means) needs scikit-learn",
-                                         "pip install scikit-learn, or use --quantize int8") from None
-        config = cto.OptimizationConfig(
-            global_config=cto.OpPalettizerConfig(mode=palettize_mode, nbits=palettize_bits))
+                raise EnvironmentProblem(
+                    "--quantize palettize (k-means) needs scikit-learn",
+                    "pip install scikit-learn, or use --quantize int8",
+                ) from None
+        config = cto.OptimizationConfig(global_config=cto.OpPalettizerConfig(mode=palettize_mode, nbits=palettize_bits))
         return cto.palettize_weights(mlmodel, config)
 
 
-def set_metadata(mlmodel, *, description: str, author: str, license: str, version: str,
-                 features: dict[str, str], user: dict[str, str]) -> None:
+def set_metadata(
+    mlmodel,
+    *,
+    description: str,
+    author: str,
+    license: str,
+    version: str,
+    features: dict[str, str],
+    user: dict[str, str],
+) -> None:
     mlmodel.short_description = description
     mlmodel.author = author
     mlmodel.license = license
@@ -200,8 +222,11 @@ def spec_features(spec, which: str) -> list[dict]:
     out = []
     for feature in getattr(spec.description, which):
         array = feature.type.multiArrayType
-        info = {"name": feature.name, "shape": [int(s) for s in array.shape],
-                "dtype": _DTYPES.get(array.dataType, str(array.dataType))}
+        info = {
+            "name": feature.name,
+            "shape": [int(s) for s in array.shape],
+            "dtype": _DTYPES.get(array.dataType, str(array.dataType)),
+        }
         kind = array.WhichOneof("ShapeFlexibility")
         if kind == "shapeRange":
             info["shape_range"] = [[int(r.lowerBound), int(r.upperBound)] for r in array.shapeRange.sizeRanges]

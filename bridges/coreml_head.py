@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bridges.coreml_export import spec_features
+
 INPUT_NAME = "embedding"
 LOGITS_NAME = "logits"
 PROBS_NAME = "probs"
@@ -40,15 +42,27 @@ class HeadTraining:
 
 def build_head(weight: np.ndarray, bias: np.ndarray, training: HeadTraining):
     """The updatable head's spec: `embedding` [H] -> innerProduct -> softmax -> `probs` [N]."""
-    from coremltools.models import datatypes
-    from coremltools.models.neural_network import AdamParams, NeuralNetworkBuilder, SgdParams
+    from coremltools.models import datatypes  # lazy: coremltools loads in ~2 s; only conversion and checks need it
+    from coremltools.models.neural_network import (  # lazy: coremltools loads in ~2 s; only conversion and checks need it
+        AdamParams,
+        NeuralNetworkBuilder,
+        SgdParams,
+    )
 
     n, h = weight.shape
     builder = NeuralNetworkBuilder(
-        [(INPUT_NAME, datatypes.Array(h))], [(PROBS_NAME, datatypes.Array(n))], use_float_arraytype=True)
-    builder.add_inner_product(DENSE_LAYER, W=np.asarray(weight, np.float32), b=np.asarray(bias, np.float32),
-                              input_channels=h, output_channels=n, has_bias=True,
-                              input_name=INPUT_NAME, output_name=LOGITS_NAME)
+        [(INPUT_NAME, datatypes.Array(h))], [(PROBS_NAME, datatypes.Array(n))], use_float_arraytype=True
+    )
+    builder.add_inner_product(
+        DENSE_LAYER,
+        W=np.asarray(weight, np.float32),
+        b=np.asarray(bias, np.float32),
+        input_channels=h,
+        output_channels=n,
+        has_bias=True,
+        input_name=INPUT_NAME,
+        output_name=LOGITS_NAME,
+    )
     builder.add_softmax(SOFTMAX_LAYER, input_name=LOGITS_NAME, output_name=PROBS_NAME)
     builder.make_updatable([DENSE_LAYER])
     with contextlib.redirect_stdout(io.StringIO()):  # coremltools prints a note here
@@ -78,7 +92,7 @@ def build_head(weight: np.ndarray, bias: np.ndarray, training: HeadTraining):
 
 
 def save_head(spec, path: Path, metadata: dict[str, str]) -> None:
-    import coremltools as ct
+    import coremltools as ct  # lazy: coremltools loads in ~2 s; only conversion and checks need it
 
     for key, value in metadata.items():
         spec.description.metadata.userDefined[key] = value
@@ -86,7 +100,7 @@ def save_head(spec, path: Path, metadata: dict[str, str]) -> None:
 
 
 def load_head_spec(path: Path):
-    from coremltools.proto import Model_pb2
+    from coremltools.proto import Model_pb2  # lazy: coremltools loads in ~2 s; only conversion and checks need it
 
     spec = Model_pb2.Model()
     spec.ParseFromString(Path(path).read_bytes())
@@ -95,8 +109,6 @@ def load_head_spec(path: Path):
 
 def describe_head(spec) -> dict:
     """What the head's spec says about training: read from the file, not from our intentions."""
-    from bridges.coreml_export import spec_features
-
     nn = spec.neuralNetwork
     layers = {layer.name: layer for layer in nn.layers}
     update = nn.updateParams
@@ -109,16 +121,29 @@ def describe_head(spec) -> dict:
     optimizer = {"type": {"sgdOptimizer": "sgd", "adamOptimizer": "adam"}.get(opt_kind, opt_kind)}
     if opt_kind:
         opt = getattr(update.optimizer, opt_kind)
-        optimizer["learning_rate"] = {"default": opt.learningRate.defaultValue,
-                                      "min": opt.learningRate.range.minValue, "max": opt.learningRate.range.maxValue}
-        optimizer["mini_batch_size"] = {"default": int(opt.miniBatchSize.defaultValue),
-                                        "allowed": [int(v) for v in opt.miniBatchSize.set.values]}
+        optimizer["learning_rate"] = {
+            "default": opt.learningRate.defaultValue,
+            "min": opt.learningRate.range.minValue,
+            "max": opt.learningRate.range.maxValue,
+        }
+        optimizer["mini_batch_size"] = {
+            "default": int(opt.miniBatchSize.defaultValue),
+            "allowed": [int(v) for v in opt.miniBatchSize.set.values],
+        }
     return {
         "spec_version": int(spec.specificationVersion),
         "is_updatable": bool(spec.isUpdatable),
         "model_type": spec.WhichOneof("Type"),
-        "layers": [{"name": layer.name, "type": layer.WhichOneof("layer"), "inputs": list(layer.input),
-                    "outputs": list(layer.output), "updatable": bool(layer.isUpdatable)} for layer in nn.layers],
+        "layers": [
+            {
+                "name": layer.name,
+                "type": layer.WhichOneof("layer"),
+                "inputs": list(layer.input),
+                "outputs": list(layer.output),
+                "updatable": bool(layer.isUpdatable),
+            }
+            for layer in nn.layers
+        ],
         "updatable_layers": [name for name, layer in layers.items() if layer.isUpdatable],
         "inputs": spec_features(spec, "input"),
         "outputs": spec_features(spec, "output"),

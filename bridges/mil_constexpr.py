@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlx_edge.errors import UnsupportedOpError
+
 
 def _unpack_bits(packed: np.ndarray, nbits: int, count: int) -> np.ndarray:
     """Indices packed LSB first (the constexpr ops' layout) -> uint values."""
@@ -27,7 +29,8 @@ def affine_dequantize(quantized_data, zero_point, scale, axis):
     q = np.asarray(quantized_data)
     zp = _per_axis(zero_point, q.ndim, axis).astype(np.float32)
     return (_per_axis(scale, q.ndim, axis).astype(np.float32) * (q.astype(np.float32) - zp)).astype(
-        np.asarray(scale).dtype)
+        np.asarray(scale).dtype
+    )
 
 
 def lut_to_dense(indices, lut, shape=None, vector_axis=None):
@@ -71,6 +74,5 @@ def sparse_to_dense(nonzero_data, mask, shape):
 
 
 def _unsupported(message: str):
-    from bridges.mil_numpy import UnsupportedOpError
 
     return UnsupportedOpError(message)

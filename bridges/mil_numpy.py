@@ -13,33 +13,28 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
+from bridges.coreml_export import import_coremltools, quiet_coremltools
 from bridges.mil_constexpr import affine_dequantize, blockwise_shift_scale, lut_to_dense, sparse_to_dense
-from mlx_edge.errors import MlxEdgeError
-
-
-class UnsupportedOpError(MlxEdgeError):
-    """The program has an op type this interpreter cannot evaluate."""
-
-    exit_code = 6
+from mlx_edge.errors import BundleError, UnsupportedOpError
 
 
 def load_program(path: Path):
     """The MIL Program of a saved `.mlpackage`, weights included (works on Linux)."""
-    from bridges.coreml_export import import_coremltools, quiet_coremltools
-
     ct = import_coremltools()
-    from coremltools.converters.mil.frontend.milproto.load import load
+    from coremltools.converters.mil.frontend.milproto.load import (
+        load,  # lazy: coremltools loads in ~2 s; only conversion and checks need it
+    )
 
     with quiet_coremltools():
         model = ct.models.MLModel(str(path), skip_model_load=True)
     spec = model.get_spec()
     if spec.WhichOneof("Type") != "mlProgram":
-        raise MlxEdgeError(f"{path} is not an mlprogram", "only .mlpackage mlprograms can be evaluated")
+        raise BundleError(f"{path} is not an mlprogram", "only .mlpackage mlprograms can be evaluated")
     return load(spec, spec.specificationVersion, model.weights_dir)
 
 
@@ -55,8 +50,10 @@ def run_program(program, inputs: dict[str, np.ndarray], function: str = "main") 
     """Evaluate `function` on `inputs` (name -> array); returns every output by name."""
     unknown = unsupported_ops(program, function)
     if unknown:
-        raise UnsupportedOpError(f"the MIL interpreter does not cover op type(s): {', '.join(unknown)}",
-                                 "add them to bridges/mil_numpy.py OPS")
+        raise UnsupportedOpError(
+            f"the MIL interpreter does not cover op type(s): {', '.join(unknown)}",
+            "add them to bridges/mil_numpy.py OPS",
+        )
     with _one_blas_thread():
         return _run(program.functions[function], inputs)
 
@@ -65,7 +62,7 @@ def _one_blas_thread():
     """Batch-1 matmuls are too small to share: with torch's and MLX's thread pools loaded in the same
     process, NumPy's multithreaded BLAS ran up to 10x slower here than on one thread."""
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import threadpool_limits  # lazy: only while the MIL interpreter runs
     except ImportError:  # optional (it comes with scikit-learn): only a speed-up
         return contextlib.nullcontext()
     return threadpool_limits(1, user_api="blas")
@@ -75,7 +72,7 @@ def _run(func, inputs):
     env: dict[str, object] = {}
     for name, var in func.inputs.items():
         if name not in inputs:
-            raise MlxEdgeError(f"program input {name!r} was not given")
+            raise BundleError(f"program input {name!r} was not given")
         env[name] = np.asarray(inputs[name]).astype(_np_dtype(var.dtype))
     for op in func.operations:
         if op.op_type == "const":
@@ -87,7 +84,7 @@ def _run(func, inputs):
         except UnsupportedOpError:
             raise
         except Exception as exc:  # a shape or value error inside one op: name the op
-            raise MlxEdgeError(f"MIL op {op.op_type} ({op.outputs[0].name}) failed: {exc}") from exc
+            raise BundleError(f"MIL op {op.op_type} ({op.outputs[0].name}) failed: {exc}") from exc
         if not isinstance(results, tuple):
             results = (results,)
         for var, value in zip(op.outputs, results):
@@ -102,14 +99,18 @@ def _resolve(var, env):
 
 
 def _np_dtype(mil_type):
-    from coremltools.converters.mil.mil import types
+    from coremltools.converters.mil.mil import (
+        types,  # lazy: coremltools loads in ~2 s; only conversion and checks need it
+    )
 
     return types.nptype_from_builtin(mil_type)
 
 
 def _store(value, mil_type):
     """Round a result to the dtype the program declares (fp16 stays fp16: overflow shows)."""
-    from coremltools.converters.mil.mil import types
+    from coremltools.converters.mil.mil import (
+        types,  # lazy: coremltools loads in ~2 s; only conversion and checks need it
+    )
 
     if mil_type is None or types.is_str(mil_type) or not isinstance(value, (np.ndarray, np.generic, float, int)):
         return value
@@ -124,6 +125,7 @@ def _f(x) -> np.ndarray:
 
 
 # --- elementwise -------------------------------------------------------------------------------
+
 
 def _erf(x: np.ndarray) -> np.ndarray:
     # Abramowitz & Stegun 7.1.26 in float64: |error| < 1.5e-7, far below the checks' tolerances.
@@ -143,7 +145,7 @@ def _gelu(x, mode="EXACT"):
     if mode == "EXACT":
         return (0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))).astype(x.dtype)
     if mode == "TANH_APPROXIMATION":
-        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
     if mode == "SIGMOID_APPROXIMATION":
         return x * _sigmoid(1.702 * x)
     raise UnsupportedOpError(f"gelu mode {mode!r} is not covered")
@@ -153,6 +155,7 @@ def _binary(fn):
     def op(x, y):
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             return fn(_f(x), _f(y))
+
     return op
 
 
@@ -160,10 +163,12 @@ def _unary(fn):
     def op(x, **_):
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             return fn(_f(x))
+
     return op
 
 
 # --- tensor ops --------------------------------------------------------------------------------
+
 
 def _linear(x, weight, bias=None):
     out = _f(x) @ _f(weight).T
@@ -252,8 +257,18 @@ def _concat(values, axis, interleave=False):
 
 
 def _cast(x, dtype):
-    names = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "int16": np.int16, "int8": np.int8,
-             "uint8": np.uint8, "uint16": np.uint16, "uint32": np.uint32, "int64": np.int64, "bool": np.bool_}
+    names = {
+        "fp16": np.float16,
+        "fp32": np.float32,
+        "int32": np.int32,
+        "int16": np.int16,
+        "int8": np.int8,
+        "uint8": np.uint8,
+        "uint16": np.uint16,
+        "uint32": np.uint32,
+        "int64": np.int64,
+        "bool": np.bool_,
+    }
     if dtype not in names:
         raise UnsupportedOpError(f"cast to {dtype!r} is not covered")
     with np.errstate(over="ignore", invalid="ignore"):
@@ -274,6 +289,7 @@ def _reduce(fn):
     def op(x, axes=None, keep_dims=False):
         axes = None if axes is None else tuple(int(a) for a in np.atleast_1d(axes))
         return fn(_f(x), axis=axes, keepdims=bool(keep_dims))
+
     return op
 
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import mlx.core as mx
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from mlx_edge.errors import ModelError
+from mlx_edge.models.bert import sanitize
+from mlx_edge.models.safetensors_io import read_weights
 
 # Added to padded positions' attention scores. Not the dtype's minimum (as in MLX): an fp16
 # program casts finfo(float32).min to -inf, and a fully padded row then softmaxes to NaN.
@@ -78,7 +81,8 @@ class MirrorBert(nn.Module):
         self.emb_norm = nn.LayerNorm(h, eps=config.layer_norm_eps)
         self.layers = nn.ModuleList(
             _Layer(h, config.num_attention_heads, config.intermediate_size, config.layer_norm_eps, config.hidden_act)
-            for _ in range(config.num_hidden_layers))
+            for _ in range(config.num_hidden_layers)
+        )
         self.pooler = nn.Linear(h, h)
         self.classifier = nn.Linear(h, config.num_labels)
         # Set to the one sequence length a fixed-shape export takes (inputs must then have it).
@@ -125,9 +129,16 @@ def _hf_names(config) -> dict[str, str]:
         "classifier.weight": "classifier.weight",
         "classifier.bias": "classifier.bias",
     }
-    parts = {"query": "attention.self.query", "key": "attention.self.key", "value": "attention.self.value",
-             "attn_out": "attention.output.dense", "attn_norm": "attention.output.LayerNorm",
-             "inter": "intermediate.dense", "out": "output.dense", "out_norm": "output.LayerNorm"}
+    parts = {
+        "query": "attention.self.query",
+        "key": "attention.self.key",
+        "value": "attention.self.value",
+        "attn_out": "attention.output.dense",
+        "attn_norm": "attention.output.LayerNorm",
+        "inter": "intermediate.dense",
+        "out": "output.dense",
+        "out_norm": "output.LayerNorm",
+    }
     for i in range(config.num_hidden_layers):
         for ours, theirs in parts.items():
             for p in ("weight", "bias"):
@@ -143,16 +154,26 @@ def load_mirror(weights: dict[str, np.ndarray], config, *, source: str | Path = 
     missing = sorted(hf for hf in names.values() if hf not in weights)
     unexpected = sorted(set(weights) - set(names.values()))
     if missing or unexpected:
-        detail = "; ".join(p for p in (missing and f"missing {', '.join(missing[:3])}",
-                                       unexpected and f"unexpected {', '.join(unexpected[:3])}") if p)
-        raise ModelError(f"{source}: weights do not match the PyTorch mirror ({detail})",
-                         "export a student written by mlx-edge (a BERT with a trained classifier head)")
+        detail = "; ".join(
+            p
+            for p in (
+                missing and f"missing {', '.join(missing[:3])}",
+                unexpected and f"unexpected {', '.join(unexpected[:3])}",
+            )
+            if p
+        )
+        raise ModelError(
+            f"{source}: weights do not match the PyTorch mirror ({detail})",
+            "export a student written by mlx-edge (a BERT with a trained classifier head)",
+        )
     state = {}
     for mine, hf in names.items():
         value = np.asarray(weights[hf], dtype=np.float32)
         if tuple(value.shape) != tuple(ours[mine].shape):
-            raise ModelError(f"{source}: {hf} has shape {tuple(value.shape)}, the mirror expects "
-                             f"{tuple(ours[mine].shape)}", "fix config.json or re-save the student")
+            raise ModelError(
+                f"{source}: {hf} has shape {tuple(value.shape)}, the mirror expects {tuple(ours[mine].shape)}",
+                "fix config.json or re-save the student",
+            )
         state[mine] = torch.from_numpy(value.copy())
     model.load_state_dict(state, strict=True)
     return model.eval()
@@ -160,10 +181,6 @@ def load_mirror(weights: dict[str, np.ndarray], config, *, source: str | Path = 
 
 def read_student_weights(student_dir: Path) -> dict[str, np.ndarray]:
     """The student's safetensors as float32 NumPy arrays with canonical HF names."""
-    import mlx.core as mx
-
-    from bridges.safetensors_io import read_weights
-    from mlx_edge.models.bert import sanitize
 
     weights = sanitize(read_weights(Path(student_dir)))
     return {k: np.array(v.astype(mx.float32)) for k, v in weights.items()}
@@ -172,8 +189,9 @@ def read_student_weights(student_dir: Path) -> dict[str, np.ndarray]:
 def run_mirror(model: nn.Module, input_ids: np.ndarray, attention_mask: np.ndarray):
     """Run the mirror (or wrapper) on NumPy int arrays; returns NumPy outputs."""
     with torch.no_grad():
-        out = model(torch.from_numpy(np.asarray(input_ids, np.int32)),
-                    torch.from_numpy(np.asarray(attention_mask, np.int32)))
+        out = model(
+            torch.from_numpy(np.asarray(input_ids, np.int32)), torch.from_numpy(np.asarray(attention_mask, np.int32))
+        )
     if isinstance(out, tuple):
         return tuple(t.numpy() for t in out)
     return out.numpy()

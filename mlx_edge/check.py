@@ -8,40 +8,13 @@ head's spec and a NumPy simulation of MLUpdateTask on it.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from mlx_edge.errors import MlxEdgeError
-
-UPDATE_EXAMPLES = 8
-
-
-class BundleError(MlxEdgeError):
-    """A path that is not an export bundle at all (no readable manifest.json)."""
-
-    exit_code = 7
-
-
-@dataclass
-class CheckReport:
-    bundle: str
-    results: list = field(default_factory=list)  # bridges.checks.CheckResult
-
-    @property
-    def ok(self) -> bool:
-        return all(r.ok for r in self.results)
-
-    @property
-    def failed(self) -> list:
-        return [r for r in self.results if not r.ok]
-
-    def to_dict(self) -> dict:
-        return {"bundle": self.bundle, "ok": self.ok, "passed": sum(r.ok and not r.skipped for r in self.results),
-                "failed": len(self.failed), "skipped": sum(r.skipped for r in self.results),
-                "results": [r.to_dict() for r in self.results]}
+from bridges.checks import CheckResult, check_files, check_io
+from mlx_edge.bundle.layout import manifest_problems, read_manifest
+from mlx_edge.bundle.verify import CheckReport, default_texts, load_student, verify_artifacts
+from mlx_edge.models.tokenizer import load_tokenizer
+from mlx_edge.runtime.devices import mlx_device
 
 
 def format_report(report: CheckReport, *, failures_only: bool = False) -> str:
@@ -59,156 +32,38 @@ def format_report(report: CheckReport, *, failures_only: bool = False) -> str:
     return "\n".join(lines)
 
 
-def read_manifest(bundle: Path) -> dict:
-    bundle = Path(bundle)
-    if not bundle.is_dir():
-        raise BundleError(f"{bundle} is not a directory", "pass the directory mlx-edge export wrote")
-    path = bundle / "manifest.json"
-    if not path.is_file():
-        raise BundleError(f"{bundle} has no manifest.json", "pass the directory mlx-edge export wrote")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BundleError(f"{path} is not valid JSON ({exc})", "re-export the bundle") from exc
-    if not isinstance(manifest, dict) or not isinstance(manifest.get("models"), dict):
-        raise BundleError(f"{path} is not an mlx-edge bundle manifest", "re-export the bundle")
-    return manifest
-
-
-def sequence_lengths(manifest: dict):
-    from bridges.coreml_export import SequenceLengths
-
-    s = manifest["sequence_length"]
-    if s["kind"] == "enumerated":
-        return SequenceLengths("enumerated", tuple(s["lengths"]))
-    if s["kind"] == "range":
-        return SequenceLengths("range", (s["min"], s["max"]))
-    return SequenceLengths("fixed", (s["max"],))
-
-
-def check_bundle(bundle_dir: Path, *, student_dir: Path | None = None, texts: list[str] | None = None,
-                 n_texts: int = 32, device: str = "auto") -> CheckReport:
+def check_bundle(
+    bundle_dir: Path,
+    *,
+    student_dir: Path | None = None,
+    texts: list[str] | None = None,
+    n_texts: int = 32,
+    device: str = "auto",
+) -> CheckReport:
     """Every check of `bundle_dir`. The student (for MLX/mirror parity and weights) is the one the
     manifest names, or `student_dir`; without it ONNX Runtime is the numeric reference."""
-    from bridges.checks import CheckResult, check_files, check_io
-    from mlx_edge.export import default_texts, manifest_problems
-    from mlx_edge.tokenizer import load_tokenizer
-
-    from mlx_edge.devices import mlx_device
 
     bundle = Path(bundle_dir)
     manifest = read_manifest(bundle)
     mlx_device(device)
     report = CheckReport(str(bundle))
     problems = manifest_problems(manifest)
-    report.results.append(CheckResult("manifest.schema", not problems, "; ".join(problems[:3]) or
-                                      "manifest.json matches bundle_manifest.schema.json"))
+    report.results.append(
+        CheckResult(
+            "manifest.schema",
+            not problems,
+            "; ".join(problems[:3]) or "manifest.json matches bundle_manifest.schema.json",
+        )
+    )
     if problems:
         return report  # the rest reads fields the schema guarantees
     report.results += check_files(bundle, manifest)
     report.results += check_io(bundle, manifest)
-    student, mirror, result = _load_student(manifest, student_dir)
+    student, mirror, result = load_student(manifest, student_dir)
     report.results.append(result)
     tokenizer = load_tokenizer(bundle)
     texts = texts if texts is not None else default_texts(n_texts)
-    report.results += verify_artifacts(bundle, manifest, student=student, mirror=mirror, tokenizer=tokenizer,
-                                       texts=texts)
+    report.results += verify_artifacts(
+        bundle, manifest, student=student, mirror=mirror, tokenizer=tokenizer, texts=texts
+    )
     return report
-
-
-def _load_student(manifest: dict, student_dir: Path | None):
-    from bridges.checks import CheckResult
-    from bridges.torch_mirror import load_mirror, read_student_weights
-    from mlx_edge.export import weights_sha256
-    from mlx_edge.models.checkpoint import load_model
-
-    path = Path(student_dir) if student_dir is not None else Path(manifest["student"]["path"])
-    if not (path / "config.json").is_file():
-        if student_dir is not None:
-            raise BundleError(f"--student {path} is not a model directory", "pass the student the bundle came from")
-        return None, None, CheckResult("student", True, f"{path} not found: MLX/mirror parity and weight checks "
-                                       "skipped, ONNX Runtime is the reference (pass --student)", skipped=True)
-    if weights_sha256(path) != manifest["student"]["weights_sha256"]:
-        return None, None, CheckResult("student", False, f"{path} has other weights than the bundle was exported "
-                                       "from (sha256 differs)")
-    student = load_model(path, require_head=True)
-    mirror = load_mirror(read_student_weights(path), student.config, source=path)
-    return student, mirror, CheckResult("student", True, f"{path} (weights sha256 match the manifest)")
-
-
-def verify_artifacts(bundle: Path, manifest: dict, *, student, mirror, tokenizer, texts: list[str]) -> list:
-    """The checks of the models themselves (shared by `export`, before the manifest is written)."""
-    from bridges.check_head import check_head_spec, check_update
-    from bridges.check_numeric import (Backends, check_coreml_predict, check_extremes, check_parity, encode,
-                                       extreme_examples)
-    from bridges.checks import CheckResult, check_weights
-    from bridges.coreml_head import describe_head, head_weights, load_head_spec
-    from bridges.mil_numpy import load_program, op_types, program_constants, run_program, unsupported_ops
-    from bridges.onnx_export import OnnxRunner, check_onnx
-
-    bundle = Path(bundle)
-    models = manifest["models"]
-    precision, quantize = manifest["precision"], manifest["quantize"]["mode"]
-    results, programs = [], {}
-    for key in ("encoder", "classifier"):
-        try:
-            programs[key] = load_program(bundle / models[key]["file"])
-        except Exception as exc:  # a damaged package: coremltools/protobuf raise many kinds
-            results.append(CheckResult(f"load.{key}", False, f"{models[key]['file']} cannot be loaded: {exc}"))
-            continue
-        unknown = unsupported_ops(programs[key])
-        results.append(CheckResult(
-            f"program.ops.{key}", not unknown,
-            f"op type(s) the NumPy interpreter does not cover: {', '.join(unknown)}" if unknown
-            else f"all {len(op_types(programs[key]))} op types covered", {"op_types": op_types(programs[key])}))
-        if unknown:
-            programs.pop(key)
-        elif mirror is not None:
-            state = {k: v.numpy() for k, v in mirror.state_dict().items()}
-            results.append(check_weights(key, program_constants(programs[key]), state, precision=precision,
-                                         quantize=quantize))
-    try:
-        head_spec = load_head_spec(bundle / models["head"]["file"])
-        head_info = describe_head(head_spec)
-        w, b = head_weights(head_spec)
-    except Exception as exc:  # a damaged .mlmodel is a protobuf DecodeError, or has no innerProduct
-        results.append(CheckResult("load.head", False, f"{models['head']['file']} cannot be read: {exc}"))
-        head_info = None
-    if head_info is not None:
-        results += check_head_spec(head_info, models["head"])
-        if mirror is not None:
-            ref_w = mirror.classifier.weight.detach().numpy()
-            ref_b = mirror.classifier.bias.detach().numpy()
-            same = w.shape == ref_w.shape and np.array_equal(w, ref_w) and np.array_equal(b, ref_b)
-            results.append(CheckResult("head.weights", same, "innerProduct weights equal the student's classifier"
-                                       if same else "the head's weights differ from the student's classifier"))
-    onnx = None
-    try:
-        check_onnx(bundle / models["onnx"]["file"])
-        onnx = OnnxRunner(bundle / models["onnx"]["file"])
-        results.append(CheckResult("onnx.checker", True, "onnx.checker (full check) passes; ONNX Runtime loads it"))
-    except MlxEdgeError as exc:
-        results.append(CheckResult("onnx.checker", False, str(exc)))
-    if "encoder" not in programs or "classifier" not in programs or head_info is None:
-        results.append(CheckResult("parity", False, "not run: a model above could not be loaded or evaluated"))
-        return results
-
-    seq = sequence_lengths(manifest)
-    backends = Backends(seq=seq, precision=precision, quantize=quantize, encoder_program=programs["encoder"],
-                        classifier_program=programs["classifier"], head=(w, b), onnx=onnx, mirror=mirror,
-                        student=student)
-    if mirror is None and onnx is None:
-        results.append(CheckResult("parity", False, "no reference: neither the student nor the ONNX model loads"))
-        return results
-    examples = encode(tokenizer, texts, seq)
-    try:
-        results += check_parity(backends, examples)
-        results += check_extremes(backends, extreme_examples(tokenizer, seq))
-        embeddings = np.concatenate([run_program(programs["encoder"], {"input_ids": i, "attention_mask": m})
-                                     ["embedding"] for i, m in examples[:UPDATE_EXAMPLES]]).astype(np.float64)
-    except MlxEdgeError as exc:  # e.g. an op the interpreter covers, in a variant it does not
-        results.append(CheckResult("parity", False, f"the program could not be evaluated: {exc}"))
-        return results
-    results += check_coreml_predict(bundle, manifest, backends, examples[:4])
-    results.append(check_update(head_info, w, b, embeddings, manifest["labels"]))
-    return results

@@ -37,7 +37,7 @@ class LabeledData:
     def counts(self) -> Counter:
         return Counter(self.labels)
 
-    def subset(self, indices) -> "LabeledData":
+    def subset(self, indices) -> LabeledData:
         lines = [self.line_numbers[i] for i in indices] if self.line_numbers else []
         return LabeledData([self.texts[i] for i in indices], [self.labels[i] for i in indices], self.source, lines)
 
@@ -52,7 +52,7 @@ class LabelMap:
         self._index = {label: i for i, label in enumerate(self.labels)}
 
     @classmethod
-    def from_data(cls, data: LabeledData) -> "LabelMap":
+    def from_data(cls, data: LabeledData) -> LabelMap:
         names = set(data.labels)
         if all(_is_int(n) for n in names):
             return cls(sorted(names, key=int))
@@ -70,8 +70,10 @@ class LabelMap:
     def check_known(self, data: LabeledData, split: str) -> None:
         unseen = sorted(set(data.labels) - set(self._index))
         if unseen:
-            raise DataError(f"{split} file {data.source} has labels not seen in training: {', '.join(unseen)}",
-                            f"training labels are: {', '.join(self.labels)}")
+            raise DataError(
+                f"{split} file {data.source} has labels not seen in training: {', '.join(unseen)}",
+                f"training labels are: {', '.join(self.labels)}",
+            )
 
 
 def _is_int(text: str) -> bool:
@@ -80,8 +82,10 @@ def _is_int(text: str) -> bool:
 
 # ---------------------------------------------------------------------------------------- reading
 
-def read_labeled(path: str | Path, *, text_column: str | None = None, label_column: str | None = None,
-                 file_format: str | None = None) -> LabeledData:
+
+def read_labeled(
+    path: str | Path, *, text_column: str | None = None, label_column: str | None = None, file_format: str | None = None
+) -> LabeledData:
     """Read a labeled file. Columns are given, or found by common names, or guessed for 2-column files."""
     path = Path(path)
     if not path.exists():
@@ -99,8 +103,9 @@ def read_labeled(path: str | Path, *, text_column: str | None = None, label_colu
     else:
         raise DataError(f"unknown data format {fmt!r}", f"use one of {', '.join(FORMATS)}")
     if not data.texts:
-        raise DataError(f"data file {path} is empty (a header but no labeled rows)",
-                        "it needs one labeled example per line")
+        raise DataError(
+            f"data file {path} is empty (a header but no labeled rows)", "it needs one labeled example per line"
+        )
     return data
 
 
@@ -110,8 +115,10 @@ def _decode(path: Path) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(f"{path} line {line} is not UTF-8 (byte 0x{raw[exc.start]:02x})",
-                        "save the file as UTF-8, e.g. iconv -f GBK -t UTF-8 in.csv > out.csv") from None
+        raise DataError(
+            f"{path} line {line} is not UTF-8 (byte 0x{raw[exc.start]:02x})",
+            "save the file as UTF-8, e.g. iconv -f GBK -t UTF-8 in.csv > out.csv",
+        ) from None
 
 
 def _guess_format(path: Path, text: str) -> str:
@@ -137,10 +144,12 @@ def _read_jsonl(path: Path, text: str, text_column: str | None, label_column: st
         try:
             row = json.loads(line)
         except ValueError as exc:
-            raise DataError(f"{path} line {number} is not valid JSON ({exc.msg})",
-                            "each line must be one JSON object like {\"text\": ..., \"label\": ...}") from None
+            raise DataError(
+                f"{path} line {number} is not valid JSON ({exc.msg})",
+                'each line must be one JSON object like {"text": ..., "label": ...}',
+            ) from None
         if not isinstance(row, dict):
-            raise DataError(f"{path} line {number} is not a JSON object", "write {\"text\": ..., \"label\": ...}")
+            raise DataError(f"{path} line {number} is not a JSON object", 'write {"text": ..., "label": ...}')
         if text_key is None:
             keys = list(row)
             text_key = _pick_column(path, keys, text_column, TEXT_NAMES, "text")
@@ -154,8 +163,9 @@ def _read_jsonl(path: Path, text: str, text_column: str | None, label_column: st
     return LabeledData(texts, labels, str(path), lines)
 
 
-def _read_delimited(path: Path, text: str, delimiter: str, text_column: str | None,
-                    label_column: str | None) -> LabeledData:
+def _read_delimited(
+    path: Path, text: str, delimiter: str, text_column: str | None, label_column: str | None
+) -> LabeledData:
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     rows = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
     if not rows:
@@ -171,8 +181,10 @@ def _read_delimited(path: Path, text: str, delimiter: str, text_column: str | No
     texts, labels, lines = [], [], []
     for number, row in body:
         if max(ti, li) >= len(row):
-            raise DataError(f"{path} line {number} has {len(row)} columns, expected at least {max(ti, li) + 1}",
-                            "quote fields that contain the delimiter")
+            raise DataError(
+                f"{path} line {number} has {len(row)} columns, expected at least {max(ti, li) + 1}",
+                "quote fields that contain the delimiter",
+            )
         texts.append(_text_value(path, number, row[ti]))
         labels.append(_label_value(path, number, row[li]))
         lines.append(number)
@@ -193,14 +205,18 @@ def _pick_column(path: Path, columns: list[str], given: str | None, names: tuple
             return given
         if _is_int(given) and 0 <= int(given) < len(columns):
             return columns[int(given)]
-        raise DataError(f"{path} has no column {given!r}; columns found: {', '.join(columns)}",
-                        f"pass --{role}-column with one of those")
+        raise DataError(
+            f"{path} has no column {given!r}; columns found: {', '.join(columns)}",
+            f"pass --{role}-column with one of those",
+        )
     by_lower = {c.lower(): c for c in columns}
     for name in names:
         if name in by_lower:
             return by_lower[name]
-    raise DataError(f"{path}: cannot tell which column is the {role}; columns found: {', '.join(columns)}",
-                    f"pass --{role}-column NAME")
+    raise DataError(
+        f"{path}: cannot tell which column is the {role}; columns found: {', '.join(columns)}",
+        f"pass --{role}-column NAME",
+    )
 
 
 def _headerless_columns(path: Path, rows, text_column: str | None, label_column: str | None) -> tuple[int, int]:
@@ -208,8 +224,10 @@ def _headerless_columns(path: Path, rows, text_column: str | None, label_column:
     if text_column is not None and label_column is not None:
         return int(text_column), int(label_column)
     if width != 2:
-        raise DataError(f"{path} has no header row and {width} columns",
-                        "add a header (text,label) or pass --text-column and --label-column as 0-based indexes")
+        raise DataError(
+            f"{path} has no header row and {width} columns",
+            "add a header (text,label) or pass --text-column and --label-column as 0-based indexes",
+        )
     # Two columns without a header: the label column is the one with fewer distinct, shorter values.
     columns = [[row[i] for _, row in rows if len(row) > i] for i in range(2)]
     score = [(len(set(col)), sum(map(len, col))) for col in columns]
@@ -236,6 +254,7 @@ def _label_value(path: Path, number: int, value) -> str:
 
 # ------------------------------------------------------------------------------------- splitting
 
+
 def split_dev(data: LabeledData, *, fraction: float = 0.1, seed: int = 0) -> tuple[LabeledData, LabeledData]:
     """Stratified, seeded split; every class keeps at least one training example."""
     if not 0.0 < fraction < 1.0:
@@ -254,16 +273,24 @@ def split_dev(data: LabeledData, *, fraction: float = 0.1, seed: int = 0) -> tup
     return data.subset(sorted(train_idx)), data.subset(sorted(dev_idx))
 
 
-def load_splits(train_path: str | Path, dev_path: str | Path | None = None, *, dev_fraction: float = 0.1,
-                seed: int = 0, text_column: str | None = None,
-                label_column: str | None = None) -> tuple[LabeledData, LabeledData, LabelMap]:
+def load_splits(
+    train_path: str | Path,
+    dev_path: str | Path | None = None,
+    *,
+    dev_fraction: float = 0.1,
+    seed: int = 0,
+    text_column: str | None = None,
+    label_column: str | None = None,
+) -> tuple[LabeledData, LabeledData, LabelMap]:
     """Training data, dev data (read, or cut from training) and the label map; all checks done."""
     train = read_labeled(train_path, text_column=text_column, label_column=label_column)
     counts = train.counts()
     if len(counts) < 2:
         only = next(iter(counts))
-        raise DataError(f"{train.source} has one class only ({only!r}, {counts[only]} examples)",
-                        "a classifier needs examples of at least two labels")
+        raise DataError(
+            f"{train.source} has one class only ({only!r}, {counts[only]} examples)",
+            "a classifier needs examples of at least two labels",
+        )
     label_map = LabelMap.from_data(train)
     if dev_path is not None:
         dev = read_labeled(dev_path, text_column=text_column, label_column=label_column)
@@ -274,6 +301,7 @@ def load_splits(train_path: str | Path, dev_path: str | Path | None = None, *, d
 
 
 # -------------------------------------------------------------------------------------- batching
+
 
 @dataclass
 class Encoded:
@@ -292,8 +320,9 @@ def encode(tokenizer, data: LabeledData, label_map: LabelMap, *, max_length: int
     return Encoded([np.asarray(x, dtype=np.int32) for x in ids], label_map.encode(data.labels))
 
 
-def bucketed_batches(lengths: np.ndarray, batch_size: int, *, shuffle: bool = True, seed: int = 0,
-                     epoch: int = 0, pool_batches: int = 50) -> list[np.ndarray]:
+def bucketed_batches(
+    lengths: np.ndarray, batch_size: int, *, shuffle: bool = True, seed: int = 0, epoch: int = 0, pool_batches: int = 50
+) -> list[np.ndarray]:
     """Index batches of similar length (less padding); seeded and different each epoch when shuffled.
 
     Shuffles, sorts pools of `pool_batches` batches by length, cuts them, then shuffles batch order.
@@ -306,16 +335,17 @@ def bucketed_batches(lengths: np.ndarray, batch_size: int, *, shuffle: bool = Tr
     pool = batch_size * pool_batches
     batches = []
     for start in range(0, n, pool):
-        chunk = order[start:start + pool]
+        chunk = order[start : start + pool]
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
-        batches += [chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size)]
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
     if shuffle:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
 
 
-def collate(ids: list[np.ndarray], *, pad_id: int, multiple: int = 8,
-            max_width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def collate(
+    ids: list[np.ndarray], *, pad_id: int, multiple: int = 8, max_width: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Pad to the batch's longest, rounded up to `multiple` (fewer distinct shapes to compile)."""
     longest = max(len(x) for x in ids)
     width = -(-longest // multiple) * multiple

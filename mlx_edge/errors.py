@@ -1,7 +1,9 @@
-"""The one error hierarchy of mlx-edge.
+"""The one error hierarchy of mlx-edge, and what each exit code means.
 
 Library code raises these with a message that says what is wrong and what to do; only the CLI
-turns them into a single line on stderr and a non-zero exit code.
+turns them into a single line on stderr and the class's exit code. Each exit code means one thing:
+a subclass shares its parent's code only where it is a special case of the same problem. The
+README's "Exit codes" table is `EXIT_CODES` (a test keeps them equal).
 """
 
 from __future__ import annotations
@@ -24,22 +26,111 @@ class MlxEdgeError(Exception):
 class DataError(MlxEdgeError):
     """A labeled-data file that cannot be used as it is."""
 
-    exit_code = 2
+    exit_code = 3
 
 
 class ModelError(MlxEdgeError):
     """A model directory or config that is missing, broken or not BERT-like."""
 
-    exit_code = 3
+    exit_code = 4
 
 
 class DeviceError(MlxEdgeError):
     """A requested device that is not available here."""
 
-    exit_code = 4
+    exit_code = 5
 
 
 class EnvironmentProblem(MlxEdgeError):
     """A missing or incompatible package or system library."""
 
-    exit_code = 5
+    exit_code = 6
+
+
+class TargetsError(MlxEdgeError):
+    """A targets cache that is missing, damaged, or made for another setup."""
+
+    exit_code = 7
+
+
+class SetupMismatch(TargetsError):
+    """The output directory holds (part of) a cache made with other settings."""
+
+
+class DistillError(MlxEdgeError):
+    """A distillation setup that cannot work, or a run that went bad."""
+
+    exit_code = 8
+
+
+class WorkMismatch(DistillError):
+    """An interrupted run's work directory made with other settings."""
+
+
+class ExportError(MlxEdgeError):
+    """An export that cannot be made, or whose result failed its own checks."""
+
+    exit_code = 9
+
+
+class BundleError(MlxEdgeError):
+    """A path that is not an export bundle, or a bundle whose programs cannot be read or evaluated."""
+
+    exit_code = 10
+
+
+class UnsupportedOpError(BundleError):
+    """The program has an op type the NumPy MIL interpreter cannot evaluate."""
+
+
+class ConfigError(MlxEdgeError):
+    """A pipeline config that cannot be run as written."""
+
+    exit_code = 12
+
+
+class BenchError(MlxEdgeError):
+    """A benchmark that cannot be set up as asked."""
+
+    exit_code = 13
+
+
+class AugmentError(MlxEdgeError):
+    """An augment output that cannot be written, or that holds another run's work."""
+
+    exit_code = 15
+
+
+class ManifestError(MlxEdgeError):
+    """A stage directory whose mlx_edge_manifest.json is unreadable or made by another stage."""
+
+    exit_code = 17
+
+
+# Verdicts that are not exceptions: the command ran, and what it examined did not pass.
+CHECK_FAILED = 11
+BENCH_DISAGREEMENT = 14
+DOCTOR_UNUSABLE = 16
+INTERRUPTED = 130
+
+EXIT_CODES = {
+    0: "success",
+    1: "an unexpected error (a bug: please report it with the command)",
+    2: "a command-line usage error (unknown option, bad value)",
+    DataError.exit_code: "data: a labeled file that cannot be used as it is",
+    ModelError.exit_code: "model: a model directory or config that is missing, broken or not BERT-like",
+    DeviceError.exit_code: "device: the requested device is not available here",
+    EnvironmentProblem.exit_code: "environment: a missing or incompatible package or system library",
+    TargetsError.exit_code: "targets: a targets cache that is missing, damaged or made for another setup",
+    DistillError.exit_code: "distill: a setup that cannot work, a run that went bad, or another run's work",
+    ExportError.exit_code: "export: the bundle could not be made, or failed its own checks (nothing written)",
+    BundleError.exit_code: "bundle: not an export bundle, or its programs cannot be read or evaluated",
+    CHECK_FAILED: "check: the bundle was examined and at least one check failed",
+    ConfigError.exit_code: "config: a pipeline config that cannot be run as written",
+    BenchError.exit_code: "bench: a benchmark that cannot be set up as asked",
+    BENCH_DISAGREEMENT: "bench: backends disagree on the same inputs (no ranking is given)",
+    AugmentError.exit_code: "augment: an output that cannot be written or holds another run's work",
+    DOCTOR_UNUSABLE: "doctor: the install is not usable as it is",
+    ManifestError.exit_code: "manifest: a stage directory's mlx_edge_manifest.json is unreadable or of another kind",
+    INTERRUPTED: "interrupted (Ctrl-C); re-running the same command resumes where it can",
+}

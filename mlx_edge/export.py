@@ -16,21 +16,35 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
-from mlx_edge.errors import MlxEdgeError
+from tqdm import tqdm
 
-ENCODER_FILE, CLASSIFIER_FILE, HEAD_FILE, ONNX_FILE = "Encoder.mlpackage", "Classifier.mlpackage", "Head.mlmodel", "model.onnx"
-MANIFEST = "manifest.json"
-FORMAT, FORMAT_VERSION = "mlx-edge-bundle", 1
-TOOLS = ("mlx", "torch", "coremltools", "onnx", "onnxruntime", "numpy", "tokenizers", "safetensors")
-
-
-class ExportError(MlxEdgeError):
-    """An export that cannot be made, or whose result failed its own checks."""
-
-    exit_code = 6
+from bridges import coreml_export as cx
+from bridges.checks import bundle_files, check_files, check_io
+from bridges.coreml_export import COMPUTE_UNITS, MIN_TARGETS, PRECISIONS, QUANTIZE, parse_seq_len
+from bridges.coreml_head import BATCH_SIZES, EPOCHS, HeadTraining, build_head, describe_head, save_head
+from bridges.onnx_export import export_onnx
+from bridges.torch_mirror import ClassifierWrapper, load_mirror, read_student_weights
+from mlx_edge.bundle.layout import (
+    CLASSIFIER_FILE,
+    ENCODER_FILE,
+    FORMAT,
+    FORMAT_VERSION,
+    HEAD_FILE,
+    MANIFEST,
+    ONNX_FILE,
+    manifest_problems,
+    tool_versions,
+    weights_sha256,
+)
+from mlx_edge.bundle.verify import default_texts, verify_artifacts
+from mlx_edge.errors import ExportError
+from mlx_edge.fileio import atomic_write_json, sha256_file
+from mlx_edge.manifest import read_manifest
+from mlx_edge.models.checkpoint import copy_tokenizer_files, load_config, load_model
+from mlx_edge.models.tokenizer import load_tokenizer
+from mlx_edge.runtime.devices import mlx_device
 
 
 @dataclass
@@ -41,45 +55,38 @@ class ExportResult:
     sizes: dict[str, int] = field(default_factory=dict)  # file or package -> bytes
 
 
-def default_texts(n: int) -> list[str]:
-    """`n` texts of the shipped to-do dev split (Chinese and English), evenly spread."""
-    from mlx_edge.data import read_labeled
-    from mlx_edge.datasets import todo_split
-
-    texts = read_labeled(todo_split("dev")).texts
-    step = max(len(texts) // max(n, 1), 1)
-    return texts[::step][:n]
-
-
-def tool_versions() -> dict[str, str]:
-    from mlx_edge import __version__
-
-    out = {"python": sys.version.split()[0], "mlx-edge": __version__}
-    for name in TOOLS:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
-def export_bundle(*, student_dir: Path, out_dir: Path, seq_len: str | int | None = None, precision: str = "fp16",
-                  compute_units: str = "CPU_AND_GPU", min_target: str = "iOS16", quantize: str = "none",
-                  palettize_bits: int = 6, palettize_mode: str = "kmeans", optimizer: str = "sgd",
-                  learning_rate: float = 0.05, batch_size: int = 8, epochs: int = 20,
-                  author: str = "", license: str = "", version: str = "1.0", description: str = "",
-                  force: bool = False, parity_texts: list[str] | None = None, n_texts: int = 32,
-                  allow_failed_checks: bool = False, device: str = "auto", progress: bool = True) -> ExportResult:
+def export_bundle(
+    *,
+    student_dir: Path,
+    out_dir: Path,
+    seq_len: str | int | None = None,
+    precision: str = "fp16",
+    compute_units: str = "CPU_AND_GPU",
+    min_target: str = "iOS16",
+    quantize: str = "none",
+    palettize_bits: int = 6,
+    palettize_mode: str = "kmeans",
+    optimizer: str = "sgd",
+    learning_rate: float = 0.05,
+    batch_size: int = 8,
+    epochs: int = 20,
+    author: str = "",
+    license: str = "",
+    version: str = "1.0",
+    description: str = "",
+    force: bool = False,
+    parity_texts: list[str] | None = None,
+    n_texts: int = 32,
+    allow_failed_checks: bool = False,
+    device: str = "auto",
+    progress: bool = True,
+) -> ExportResult:
     """Export `student_dir` to `out_dir`; raise ExportError (leaving nothing behind) on any failure.
 
     `seq_len`: 128, "16-128" or "32,64,128"; None takes the max length the student was distilled
     with (its mlx_edge_manifest.json), else 128, within its position embeddings.
     `device` is where the MLX student runs for the parity reference (`--device`).
     """
-    from bridges.coreml_export import COMPUTE_UNITS, MIN_TARGETS, PRECISIONS, QUANTIZE, parse_seq_len
-    from bridges.coreml_head import BATCH_SIZES, EPOCHS, HeadTraining
-    from mlx_edge.models.checkpoint import load_config
-
     start = time.perf_counter()
     student_dir, out_dir = Path(student_dir), Path(out_dir)
     _check_choice("precision", precision, PRECISIONS)
@@ -88,10 +95,10 @@ def export_bundle(*, student_dir: Path, out_dir: Path, seq_len: str | int | None
     _check_choice("quantize", quantize, QUANTIZE)
     _check_choice("optimizer", optimizer, ("sgd", "adam"))
     if batch_size not in BATCH_SIZES or epochs not in EPOCHS or not 1e-5 <= learning_rate <= 1.0:
-        raise ExportError(f"head training settings out of range (batch {batch_size}, epochs {epochs}, "
-                          f"learning rate {learning_rate})",
-                          f"batch in {list(BATCH_SIZES)}, epochs 1-{EPOCHS[-1]}, learning rate 1e-5..1")
-    from mlx_edge.devices import mlx_device
+        raise ExportError(
+            f"head training settings out of range (batch {batch_size}, epochs {epochs}, learning rate {learning_rate})",
+            f"batch in {list(BATCH_SIZES)}, epochs 1-{EPOCHS[-1]}, learning rate 1e-5..1",
+        )
 
     mlx_device(device)
     config = load_config(student_dir)  # ModelError for anything that is not a model directory
@@ -100,26 +107,37 @@ def export_bundle(*, student_dir: Path, out_dir: Path, seq_len: str | int | None
     if out_dir.resolve() == student_dir.resolve() or student_dir.resolve() in out_dir.resolve().parents:
         raise ExportError(f"--out {out_dir} is inside the student directory", "write the bundle elsewhere")
     if seq_len is None:
-        from mlx_edge.manifest import read_manifest
-
         seq_len = min((read_manifest(student_dir) or {}).get("max_length") or 128, config.max_position_embeddings)
     seq = parse_seq_len(seq_len, max_positions=config.max_position_embeddings)
     if seq.kind == "enumerated" and MIN_TARGETS.index(min_target) < MIN_TARGETS.index("iOS18"):
-        raise ExportError(f"enumerated lengths ({seq}) need --min-target iOS18: below it CoreML takes only one "
-                          "input with enumerated shapes", f"use a range such as {seq.min}-{seq.max}, or --min-target iOS18")
+        raise ExportError(
+            f"enumerated lengths ({seq}) need --min-target iOS18: below it CoreML takes only one "
+            "input with enumerated shapes",
+            f"use a range such as {seq.min}-{seq.max}, or --min-target iOS18",
+        )
     training = HeadTraining(optimizer=optimizer, learning_rate=learning_rate, batch_size=batch_size, epochs=epochs)
     texts = parity_texts if parity_texts is not None else default_texts(n_texts)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
     try:
-        manifest = _build(student_dir, tmp, seq=seq, precision=precision, compute_units=compute_units,
-                          min_target=min_target, quantize=quantize, palettize_bits=palettize_bits,
-                          palettize_mode=palettize_mode, training=training, texts=texts,
-                          texts_source="given texts" if parity_texts is not None else "todo dev split (mlx_edge.datasets)",
-                          info={"author": author, "license": license, "version": version,
-                                "description": description},
-                          allow_failed_checks=allow_failed_checks, progress=progress)
+        manifest = _build(
+            student_dir,
+            tmp,
+            seq=seq,
+            precision=precision,
+            compute_units=compute_units,
+            min_target=min_target,
+            quantize=quantize,
+            palettize_bits=palettize_bits,
+            palettize_mode=palettize_mode,
+            training=training,
+            texts=texts,
+            texts_source="given texts" if parity_texts is not None else "todo dev split (mlx_edge.datasets)",
+            info={"author": author, "license": license, "version": version, "description": description},
+            allow_failed_checks=allow_failed_checks,
+            progress=progress,
+        )
         _replace(tmp, out_dir, force=force)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -150,19 +168,24 @@ def _replace(tmp: Path, out_dir: Path, *, force: bool) -> None:
         shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()
 
 
-def _build(student_dir: Path, tmp: Path, *, seq, precision, compute_units, min_target, quantize, palettize_bits,
-           palettize_mode, training, texts, texts_source, info, allow_failed_checks, progress) -> dict:
-    from tqdm import tqdm
-
-    from bridges import coreml_export as cx
-    from bridges.checks import bundle_files, check_files, check_io
-    from bridges.coreml_head import build_head, describe_head, save_head
-    from bridges.onnx_export import export_onnx
-    from bridges.torch_mirror import ClassifierWrapper, load_mirror, read_student_weights
-    from mlx_edge.check import verify_artifacts
-    from mlx_edge.fileio import atomic_write_json, sha256_file
-    from mlx_edge.models.checkpoint import copy_tokenizer_files, load_model
-    from mlx_edge.tokenizer import load_tokenizer
+def _build(
+    student_dir: Path,
+    tmp: Path,
+    *,
+    seq,
+    precision,
+    compute_units,
+    min_target,
+    quantize,
+    palettize_bits,
+    palettize_mode,
+    training,
+    texts,
+    texts_source,
+    info,
+    allow_failed_checks,
+    progress,
+) -> dict:
 
     steps = ["load student", "encoder", "classifier", "head", "onnx", "verify", "manifest"]
     bar = tqdm(total=len(steps), file=sys.stderr, disable=not progress, unit="step", leave=False)
@@ -178,11 +201,19 @@ def _build(student_dir: Path, tmp: Path, *, seq, precision, compute_units, min_t
     mirror = load_mirror(weights, config, source=student_dir)
     labels = config.labels
     versions = tool_versions()
-    user = {"mlx_edge.labels": json.dumps(labels, ensure_ascii=False), "mlx_edge.max_length": str(seq.max),
-            "mlx_edge.sequence_length": str(seq), "mlx_edge.compute_units": compute_units,
-            "mlx_edge.version": versions["mlx-edge"]}
-    meta = dict(author=info["author"] or "mlx-edge", license=info["license"] or "unspecified",
-                version=info["version"], user=user)
+    user = {
+        "mlx_edge.labels": json.dumps(labels, ensure_ascii=False),
+        "mlx_edge.max_length": str(seq.max),
+        "mlx_edge.sequence_length": str(seq),
+        "mlx_edge.compute_units": compute_units,
+        "mlx_edge.version": versions["mlx-edge"],
+    }
+    meta = dict(
+        author=info["author"] or "mlx-edge",
+        license=info["license"] or "unspecified",
+        version=info["version"],
+        user=user,
+    )
     about = info["description"] or f"Text classifier distilled with mlx-edge ({len(labels)} labels)"
     bar.update()
 
@@ -191,22 +222,44 @@ def _build(student_dir: Path, tmp: Path, *, seq, precision, compute_units, min_t
     programs = {}
     mirror.fixed_length = seq.max if seq.kind == "fixed" else None  # reset before ONNX (dynamic axes)
     for name, file, module, outputs, docs in (
-            ("encoder", ENCODER_FILE, mirror, [cx.EMBEDDING, cx.LOGITS],
-             {cx.EMBEDDING: f"Pooled sentence embedding ({config.hidden_size} floats): the head's input",
-              cx.LOGITS: f"Unnormalized scores of the {len(labels)} labels"}),
-            ("classifier", CLASSIFIER_FILE, ClassifierWrapper(mirror), [cx.PROBABILITIES],
-             {cx.PROBABILITIES: f"Probabilities of the labels {', '.join(labels)}"})):
+        (
+            "encoder",
+            ENCODER_FILE,
+            mirror,
+            [cx.EMBEDDING, cx.LOGITS],
+            {
+                cx.EMBEDDING: f"Pooled sentence embedding ({config.hidden_size} floats): the head's input",
+                cx.LOGITS: f"Unnormalized scores of the {len(labels)} labels",
+            },
+        ),
+        (
+            "classifier",
+            CLASSIFIER_FILE,
+            ClassifierWrapper(mirror),
+            [cx.PROBABILITIES],
+            {cx.PROBABILITIES: f"Probabilities of the labels {', '.join(labels)}"},
+        ),
+    ):
         step(name)
-        model = cx.convert(module, outputs=outputs, seq=seq, precision=precision, min_target=min_target,
-                           compute_units=compute_units)
+        model = cx.convert(
+            module, outputs=outputs, seq=seq, precision=precision, min_target=min_target, compute_units=compute_units
+        )
         model = cx.compress(model, quantize=quantize, palettize_bits=palettize_bits, palettize_mode=palettize_mode)
         kind = "sentence embedding and logits" if name == "encoder" else "label probabilities (not updatable)"
-        cx.set_metadata(model, description=f"{about}: {kind}",
-                        features={cx.INPUT_IDS: ids_doc, cx.ATTENTION_MASK: mask_doc, **docs}, **meta)
+        cx.set_metadata(
+            model,
+            description=f"{about}: {kind}",
+            features={cx.INPUT_IDS: ids_doc, cx.ATTENTION_MASK: mask_doc, **docs},
+            **meta,
+        )
         cx.save(model, tmp / file)
         spec = cx.load_spec(tmp / file)
-        programs[name] = {"file": file, "format": "mlprogram", "inputs": cx.spec_features(spec, "input"),
-                          "outputs": cx.spec_features(spec, "output")}
+        programs[name] = {
+            "file": file,
+            "format": "mlprogram",
+            "inputs": cx.spec_features(spec, "input"),
+            "outputs": cx.spec_features(spec, "output"),
+        }
         bar.update()
     mirror.fixed_length = None
     programs["encoder"]["embedding_output"] = cx.EMBEDDING
@@ -223,12 +276,20 @@ def _build(student_dir: Path, tmp: Path, *, seq, precision, compute_units, min_t
     loss = head["losses"][0]
     label_input = next(f["name"] for f in head["training_inputs"] if f["name"] == loss["target"])
     programs["head"] = {
-        "file": HEAD_FILE, "format": "neuralnetwork", "inputs": head["inputs"], "outputs": head["outputs"],
-        "training_inputs": head["training_inputs"], "embedding_input": head["inputs"][0]["name"],
-        "label_input": label_input, "probabilities_output": loss["input"],
+        "file": HEAD_FILE,
+        "format": "neuralnetwork",
+        "inputs": head["inputs"],
+        "outputs": head["outputs"],
+        "training_inputs": head["training_inputs"],
+        "embedding_input": head["inputs"][0]["name"],
+        "label_input": label_input,
+        "probabilities_output": loss["input"],
         "updatable_layers": head["updatable_layers"],
         "loss": {"type": "categorical_cross_entropy", "input": loss["input"], "target": loss["target"]},
-        "optimizer": head["optimizer"], "epochs": head["epochs"], "shuffle": head["shuffle"]}
+        "optimizer": head["optimizer"],
+        "epochs": head["epochs"],
+        "shuffle": head["shuffle"],
+    }
     bar.update()
 
     step("onnx")
@@ -238,20 +299,31 @@ def _build(student_dir: Path, tmp: Path, *, seq, precision, compute_units, min_t
     bar.update()
 
     manifest = {
-        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "model": {"description": about, "author": meta["author"], "license": meta["license"],
-                  "version": meta["version"]},
-        "student": {"path": str(student_dir.resolve()),
-                    "config_sha256": sha256_file(student_dir / "config.json"),
-                    "weights_sha256": weights_sha256(student_dir), "hidden_size": config.hidden_size,
-                    "num_hidden_layers": config.num_hidden_layers, "vocab_size": config.vocab_size},
+        "model": {
+            "description": about,
+            "author": meta["author"],
+            "license": meta["license"],
+            "version": meta["version"],
+        },
+        "student": {
+            "path": str(student_dir.resolve()),
+            "config_sha256": sha256_file(student_dir / "config.json"),
+            "weights_sha256": weights_sha256(student_dir),
+            "hidden_size": config.hidden_size,
+            "num_hidden_layers": config.num_hidden_layers,
+            "vocab_size": config.vocab_size,
+        },
         "labels": labels,
         "max_length": seq.max,
         "sequence_length": seq.to_dict(),
         "precision": precision,
-        "quantize": {"mode": quantize, **({"bits": palettize_bits, "method": palettize_mode}
-                                         if quantize == "palettize" else {})},
+        "quantize": {
+            "mode": quantize,
+            **({"bits": palettize_bits, "method": palettize_mode} if quantize == "palettize" else {}),
+        },
         "compute_units": compute_units,
         "minimum_deployment_target": min_target,
         "tokenizer": _tokenizer_entry(tokenizer, tokenizer_files, seq),
@@ -262,11 +334,18 @@ def _build(student_dir: Path, tmp: Path, *, seq, precision, compute_units, min_t
     step("verify")
     results = verify_artifacts(tmp, manifest, student=student, mirror=mirror, tokenizer=tokenizer, texts=texts)
     failed = [r for r in results if not r.ok]
-    manifest["checks"] = {"texts": len(texts), "source": texts_source, "passed": not failed, "results": [r.to_dict() for r in results]}
+    manifest["checks"] = {
+        "texts": len(texts),
+        "source": texts_source,
+        "passed": not failed,
+        "results": [r.to_dict() for r in results],
+    }
     if failed and not allow_failed_checks:
         listed = "; ".join(f"{r.name}: {r.detail}" for r in failed[:3])
-        raise ExportError(f"the exported bundle failed {len(failed)} check(s): {listed}",
-                          "try --precision fp32 or --quantize none, or --allow-failed-checks to keep it")
+        raise ExportError(
+            f"the exported bundle failed {len(failed)} check(s): {listed}",
+            "try --precision fp32 or --quantize none, or --allow-failed-checks to keep it",
+        )
     bar.update()
 
     step("manifest")
@@ -282,38 +361,28 @@ def _build(student_dir: Path, tmp: Path, *, seq, precision, compute_units, min_t
     return manifest
 
 
-def weights_sha256(student_dir: Path) -> str:
-    from mlx_edge.fileio import sha256_file
-
-    single = student_dir / "model.safetensors"
-    if single.is_file():
-        return sha256_file(single)
-    return sha256_file(student_dir / "model.safetensors.index.json")
-
-
 def _tokenizer_entry(tokenizer, files: list[str], seq) -> dict:
     s = tokenizer.settings
-    return {"files": files, "vocab_file": "vocab.txt" if "vocab.txt" in files else None,
-            "vocab_size": tokenizer.vocab_size, "do_lower_case": s.do_lower_case, "strip_accents": s.strip_accents,
-            "tokenize_chinese_chars": s.tokenize_chinese_chars, "clean_text": s.clean_text,
-            "cls_token": s.cls_token, "sep_token": s.sep_token, "pad_token": s.pad_token, "unk_token": s.unk_token,
-            "cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id, "pad_id": tokenizer.pad_id,
-            "unk_id": tokenizer.unk_id, "max_length": seq.max, "truncation": True,
-            "padding": "max_length" if seq.kind == "fixed" else "to the next accepted length"}
-
-
-def schema() -> dict:
-    path = Path(__file__).with_name("schemas") / "bundle_manifest.schema.json"
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def manifest_problems(manifest: dict) -> list[str]:
-    """Violations of the bundle manifest's JSON schema (empty when valid)."""
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(schema())
-    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
-            for e in sorted(validator.iter_errors(manifest), key=lambda e: list(map(str, e.absolute_path)))]
+    return {
+        "files": files,
+        "vocab_file": "vocab.txt" if "vocab.txt" in files else None,
+        "vocab_size": tokenizer.vocab_size,
+        "do_lower_case": s.do_lower_case,
+        "strip_accents": s.strip_accents,
+        "tokenize_chinese_chars": s.tokenize_chinese_chars,
+        "clean_text": s.clean_text,
+        "cls_token": s.cls_token,
+        "sep_token": s.sep_token,
+        "pad_token": s.pad_token,
+        "unk_token": s.unk_token,
+        "cls_id": tokenizer.cls_id,
+        "sep_id": tokenizer.sep_id,
+        "pad_id": tokenizer.pad_id,
+        "unk_id": tokenizer.unk_id,
+        "max_length": seq.max,
+        "truncation": True,
+        "padding": "max_length" if seq.kind == "fixed" else "to the next accepted length",
+    }
 
 
 def _validate_manifest(manifest: dict) -> None:

@@ -41,10 +41,12 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
 def fingerprint(*parts: Any) -> str:
     """sha256 of settings and inputs: a file counts by its content, a directory by its path,
     a dataclass by its fields. Stages compare fingerprints to decide skip/resume."""
+
     def plain(x):
         if isinstance(x, Path):
             return sha256_file(x) if x.is_file() else str(x.resolve())
         if dataclasses.is_dataclass(x) and not isinstance(x, type):
             return dataclasses.asdict(x)
         return x
+
     return hashlib.sha256(json.dumps([plain(p) for p in parts], sort_keys=True, default=str).encode()).hexdigest()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mlx_edge import __version__
-from mlx_edge.errors import MlxEdgeError
+from mlx_edge.errors import ManifestError
 from mlx_edge.fileio import atomic_write_json, sha256_file
 
 MANIFEST_NAME = "mlx_edge_manifest.json"
@@ -37,8 +37,12 @@ def file_fingerprint(path: Path) -> dict[str, Any]:
 
 
 def write_manifest(directory: Path, kind: str, **fields: Any) -> dict[str, Any]:
-    manifest = {"kind": kind, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                "versions": versions(), **fields}
+    manifest = {
+        "kind": kind,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "versions": versions(),
+        **fields,
+    }
     atomic_write_json(Path(directory) / MANIFEST_NAME, manifest)
     return manifest
 
@@ -51,8 +55,9 @@ def read_manifest(directory: Path, kind: str | None = None) -> dict[str, Any] | 
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as exc:
-        raise MlxEdgeError(f"{path} is not valid JSON ({exc})", "delete it and re-run the stage") from exc
+        raise ManifestError(f"{path} is not valid JSON ({exc})", "delete it and re-run the stage") from exc
     if kind is not None and manifest.get("kind") != kind:
-        raise MlxEdgeError(f"{directory} holds a {manifest.get('kind')!r} output, not {kind!r}",
-                           "check which directory you passed")
+        raise ManifestError(
+            f"{directory} holds a {manifest.get('kind')!r} output, not {kind!r}", "check which directory you passed"
+        )
     return manifest

@@ -9,35 +9,72 @@ distill: from its last checkpoint, to the same weights).
 
 from __future__ import annotations
 
+import difflib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from mlx_edge.errors import MlxEdgeError
+from mlx_edge.check import check_bundle
+from mlx_edge.data import LabelMap, read_labeled
+from mlx_edge.distill.api import distill as run_distill
+from mlx_edge.distill.loop import LoopConfig, Schedule
+from mlx_edge.distill.student import parse_layer_map, student_config
+from mlx_edge.errors import ConfigError, SetupMismatch, WorkMismatch
+from mlx_edge.export import export_bundle
 from mlx_edge.fileio import atomic_write_json, fingerprint
+from mlx_edge.metrics import accuracy
+from mlx_edge.models.checkpoint import load_config
+from mlx_edge.predict import predict_texts
+from mlx_edge.teacher.label import label_targets
+from mlx_edge.teacher.train import train_teacher
 
 STAGES = ("teacher", "label", "distill", "export", "check")
 STATE_NAME = "pipeline.json"
 
 
-class ConfigError(MlxEdgeError):
-    """A pipeline config that cannot be run as written."""
-
-    exit_code = 8
-
-
-_EXPORT_KEYS = {"seq_len", "precision", "compute_units", "min_target", "quantize", "palettize_bits", "palettize_mode",
-                "optimizer", "learning_rate", "batch_size", "epochs", "author", "license", "version", "description"}
+_EXPORT_KEYS = {
+    "seq_len",
+    "precision",
+    "compute_units",
+    "min_target",
+    "quantize",
+    "palettize_bits",
+    "palettize_mode",
+    "optimizer",
+    "learning_rate",
+    "batch_size",
+    "epochs",
+    "author",
+    "license",
+    "version",
+    "description",
+}
 KNOWN_KEYS = {  # every setting a section may have (examples/pipeline.toml documents them)
     "pipeline": {"out", "device", "seed"},
     "data": {"train", "dev", "test", "text_column", "label_column"},
     "teacher": {"model", "dir", "epochs", "batch_size", "learning_rate", "max_length", "device", "trust_remote_code"},
     "label": {"backend", "batch_size", "shard_size"},
-    "distill": {"student", "init", "layer_map", "epochs", "batch_size", "learning_rate", "temperature", "kd_weight",
-                "ce_weight", "hidden_weight", "attention_weight", "embedding_weight", "attention_loss", "two_stage",
-                "patience", "cpu_shards"},
+    "distill": {
+        "student",
+        "init",
+        "layer_map",
+        "epochs",
+        "batch_size",
+        "learning_rate",
+        "temperature",
+        "kd_weight",
+        "ce_weight",
+        "hidden_weight",
+        "attention_weight",
+        "embedding_weight",
+        "attention_loss",
+        "two_stage",
+        "patience",
+        "cpu_shards",
+    },
     "export": _EXPORT_KEYS,
     "check": {"enabled"},
 }
@@ -62,8 +99,8 @@ class PipelineConfig:
     check: dict[str, Any] = field(default_factory=lambda: {"enabled": True})
 
     @classmethod
-    def from_toml(cls, path: Path) -> "PipelineConfig":
-        import tomllib
+    def from_toml(cls, path: Path) -> PipelineConfig:
+        import tomllib  # lazy: Python 3.11+; the library runs on 3.10 without config files
 
         path = Path(path)
         if not path.is_file():
@@ -83,14 +120,14 @@ class PipelineConfig:
                 raise ConfigError(f"{path}: [{section}] must be a table of settings")
             for key in values:
                 if key not in keys:  # a typo would otherwise fall back to the default without a word
-                    import difflib
-
                     close = difflib.get_close_matches(key, sorted(keys), n=1)
                     hint = f"did you mean {close[0]!r}? " if close else ""
-                    raise ConfigError(f"{path}: unknown setting {key!r} in [{section}]",
-                                      f"{hint}known: {', '.join(sorted(keys))} (see examples/pipeline.toml)")
+                    raise ConfigError(
+                        f"{path}: unknown setting {key!r} in [{section}]",
+                        f"{hint}known: {', '.join(sorted(keys))} (see examples/pipeline.toml)",
+                    )
         if "train" not in data:
-            raise ConfigError(f"{path}: [data] needs train = \"FILE\"")
+            raise ConfigError(f'{path}: [data] needs train = "FILE"')
 
         def rel(value):
             return None if value in (None, "") else (base / value)
@@ -99,12 +136,21 @@ class PipelineConfig:
         for key in ("model", "dir"):  # a local path is relative to the config; a hub id is kept as is
             if key in teacher and (base / teacher[key]).exists():
                 teacher[key] = str(base / teacher[key])
-        return cls(out=rel(run.get("out", "mlx-edge-run")), train=rel(data["train"]), dev=rel(data.get("dev")),
-                   test=rel(data.get("test")), text_column=data.get("text_column"),
-                   label_column=data.get("label_column"), device=run.get("device", "auto"),
-                   seed=int(run.get("seed", 0)), teacher=teacher, label=dict(raw.get("label", {})),
-                   distill=dict(raw.get("distill", {})), export=dict(raw.get("export", {})),
-                   check={"enabled": True, **raw.get("check", {})})
+        return cls(
+            out=rel(run.get("out", "mlx-edge-run")),
+            train=rel(data["train"]),
+            dev=rel(data.get("dev")),
+            test=rel(data.get("test")),
+            text_column=data.get("text_column"),
+            label_column=data.get("label_column"),
+            device=run.get("device", "auto"),
+            seed=int(run.get("seed", 0)),
+            teacher=teacher,
+            label=dict(raw.get("label", {})),
+            distill=dict(raw.get("distill", {})),
+            export=dict(raw.get("export", {})),
+            check={"enabled": True, **raw.get("check", {})},
+        )
 
 
 @dataclass
@@ -115,10 +161,9 @@ class StageOutcome:
     output: str
 
 
-
-
-def run_pipeline(config: PipelineConfig, *, progress: bool = True,
-                 log: Callable[[str], None] = lambda message: None) -> dict:
+def run_pipeline(
+    config: PipelineConfig, *, progress: bool = True, log: Callable[[str], None] = lambda message: None
+) -> dict:
     """Run every stage that is not up to date; return the final report."""
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -151,19 +196,29 @@ def run_pipeline(config: PipelineConfig, *, progress: bool = True,
         outcomes.append(StageOutcome("teacher", "given", 0.0, str(teacher_dir)))
     else:
         if not t.get("model"):
-            raise ConfigError("[teacher] needs model = \"ID_OR_DIR\" (to fine-tune) or dir = \"DIR\" (already trained)")
+            raise ConfigError('[teacher] needs model = "ID_OR_DIR" (to fine-tune) or dir = "DIR" (already trained)')
         teacher_dir = out / "teacher"
         teacher_fp = fingerprint("teacher", t, data_fp, config.seed)
 
         def train():
-            from mlx_edge.teacher.train import train_teacher
+            train_teacher(
+                model=t["model"],
+                train=config.train,
+                dev=config.dev,
+                out=teacher_dir,
+                force=True,
+                epochs=int(t.get("epochs", 3)),
+                batch_size=int(t.get("batch_size", 16)),
+                learning_rate=float(t.get("learning_rate", 3e-5)),
+                max_length=int(t.get("max_length", 128)),
+                seed=config.seed,
+                device=t.get("device", config.device),
+                text_column=config.text_column,
+                label_column=config.label_column,
+                progress=progress,
+                trust_remote_code=bool(t.get("trust_remote_code", False)),
+            )
 
-            train_teacher(model=t["model"], train=config.train, dev=config.dev, out=teacher_dir, force=True,
-                          epochs=int(t.get("epochs", 3)), batch_size=int(t.get("batch_size", 16)),
-                          learning_rate=float(t.get("learning_rate", 3e-5)), max_length=int(t.get("max_length", 128)),
-                          seed=config.seed, device=t.get("device", config.device), text_column=config.text_column,
-                          label_column=config.label_column, progress=progress,
-                          trust_remote_code=bool(t.get("trust_remote_code", False)))
         stage("teacher", teacher_dir, teacher_fp, train)
 
     # 2. label: the teacher layers the distill losses need
@@ -174,18 +229,28 @@ def run_pipeline(config: PipelineConfig, *, progress: bool = True,
     label_fp = fingerprint("label", lb, teacher_fp, data_fp, hidden_layers, attention_layers)
 
     def label():
-        from mlx_edge.teacher.label import SetupMismatch, label_targets
-
         def attempt(force: bool):
-            label_targets(teacher=teacher_dir, data=[config.train], out=targets_dir, backend=lb.get("backend", "mlx"),
-                          device=config.device, batch_size=int(lb.get("batch_size", 64)),
-                          shard_size=int(lb.get("shard_size", 1024)), hidden_layers=hidden_layers,
-                          attention_layers=attention_layers, text_column=config.text_column,
-                          label_column=config.label_column, progress=progress, force=force)
+            label_targets(
+                teacher=teacher_dir,
+                data=[config.train],
+                out=targets_dir,
+                backend=lb.get("backend", "mlx"),
+                device=config.device,
+                batch_size=int(lb.get("batch_size", 64)),
+                shard_size=int(lb.get("shard_size", 1024)),
+                hidden_layers=hidden_layers,
+                attention_layers=attention_layers,
+                text_column=config.text_column,
+                label_column=config.label_column,
+                progress=progress,
+                force=force,
+            )
+
         try:
             attempt(force=False)  # resumes a cache of this very setup
         except SetupMismatch:  # a cache of an older setup: its stage is stale, start over
             attempt(force=True)
+
     stage("label", targets_dir, label_fp, label)
 
     # 3. distill
@@ -193,18 +258,30 @@ def run_pipeline(config: PipelineConfig, *, progress: bool = True,
     distill_fp = fingerprint("distill", d, label_fp, config.seed)
 
     def distill():
-        from mlx_edge.distill.api import WorkMismatch, distill as run_distill
-
         def attempt(restart: bool):
-            run_distill(teacher=teacher_dir, train=config.train, dev=config.dev, targets=targets_dir, out=student_dir,
-                        student=str(d.get("student", "half")), init=d.get("init", "teacher"),
-                        layer_map=d.get("layer_map"), loop=_loop_config(d, config.seed), device=config.device,
-                        text_column=config.text_column, label_column=config.label_column, force=True,
-                        restart=restart, progress=progress)
+            run_distill(
+                teacher=teacher_dir,
+                train=config.train,
+                dev=config.dev,
+                targets=targets_dir,
+                out=student_dir,
+                student=str(d.get("student", "half")),
+                init=d.get("init", "teacher"),
+                layer_map=d.get("layer_map"),
+                loop=_loop_config(d, config.seed),
+                device=config.device,
+                text_column=config.text_column,
+                label_column=config.label_column,
+                force=True,
+                restart=restart,
+                progress=progress,
+            )
+
         try:
             attempt(restart=False)  # resumes an interrupted run of this very setup
         except WorkMismatch:  # an interrupted run of older settings: discard it
             attempt(restart=True)
+
     stage("distill", student_dir, distill_fp, distill)
 
     # 4. export
@@ -213,17 +290,19 @@ def run_pipeline(config: PipelineConfig, *, progress: bool = True,
     export_fp = fingerprint("export", e, distill_fp)
 
     def export():
-        from mlx_edge.export import export_bundle
+        export_bundle(
+            student_dir=student_dir,
+            out_dir=bundle_dir,
+            force=True,
+            progress=progress,
+            **{k: v for k, v in e.items() if k in _EXPORT_KEYS},
+        )
 
-        export_bundle(student_dir=student_dir, out_dir=bundle_dir, force=True, progress=progress,
-                      **{k: v for k, v in e.items() if k in _EXPORT_KEYS})
     stage("export", bundle_dir, export_fp, export)
 
     # 5. check (always re-run: it is the verdict of the report)
     check_report = None
     if config.check.get("enabled", True):
-        from mlx_edge.check import check_bundle
-
         start = time.perf_counter()
         log("[check] verifying the bundle")
         check_report = check_bundle(bundle_dir, student_dir=student_dir)
@@ -235,22 +314,26 @@ def run_pipeline(config: PipelineConfig, *, progress: bool = True,
 
 
 def _loop_config(d: dict, seed: int):
-    from mlx_edge.distill.loop import LoopConfig, Schedule
-
-    weights = {k: Schedule.parse(str(d.get(f"{k}_weight", default)))
-               for k, default in (("kd", "1.0"), ("ce", "0.1"), ("hidden", "0"), ("attention", "0"), ("embedding", "0"))}
-    return LoopConfig(epochs=int(d.get("epochs", 5)), batch_size=int(d.get("batch_size", 32)),
-                      learning_rate=float(d.get("learning_rate", 1e-4)), temperature=float(d.get("temperature", 2.0)),
-                      weights=weights, seed=seed, two_stage_epochs=int(d.get("two_stage", 0)),
-                      patience=d.get("patience"), attention_loss=d.get("attention_loss", "mse"),
-                      cpu_shards=None if d.get("cpu_shards") is None else int(d["cpu_shards"]))
+    weights = {
+        k: Schedule.parse(str(d.get(f"{k}_weight", default)))
+        for k, default in (("kd", "1.0"), ("ce", "0.1"), ("hidden", "0"), ("attention", "0"), ("embedding", "0"))
+    }
+    return LoopConfig(
+        epochs=int(d.get("epochs", 5)),
+        batch_size=int(d.get("batch_size", 32)),
+        learning_rate=float(d.get("learning_rate", 1e-4)),
+        temperature=float(d.get("temperature", 2.0)),
+        weights=weights,
+        seed=seed,
+        two_stage_epochs=int(d.get("two_stage", 0)),
+        patience=d.get("patience"),
+        attention_loss=d.get("attention_loss", "mse"),
+        cpu_shards=None if d.get("cpu_shards") is None else int(d["cpu_shards"]),
+    )
 
 
 def _layers_needed(teacher_dir: Path, d: dict) -> tuple[list[int], list[int]]:
     """Hidden/attention layers of the teacher the student's losses read (cache keys)."""
-    from mlx_edge.distill.student import parse_layer_map, student_config
-    from mlx_edge.models.checkpoint import load_config
-
     weights = {k: str(d.get(f"{k}_weight", "0")) for k in ("hidden", "attention", "embedding")}
     on = {k for k, w in weights.items() if any(float(x) > 0 for x in w.split(":"))}
     if not on or not (teacher_dir / "config.json").is_file():
@@ -263,13 +346,15 @@ def _layers_needed(teacher_dir: Path, d: dict) -> tuple[list[int], list[int]]:
     return sorted(set(hidden)), attention
 
 
-def final_report(config: PipelineConfig, teacher_dir: Path, student_dir: Path, bundle_dir: Path, check_report,
-                 outcomes: list[StageOutcome]) -> dict:
+def final_report(
+    config: PipelineConfig,
+    teacher_dir: Path,
+    student_dir: Path,
+    bundle_dir: Path,
+    check_report,
+    outcomes: list[StageOutcome],
+) -> dict:
     """Teacher and student accuracy on dev/test, retained %, size and speed ratios, bundle, verdict."""
-    from mlx_edge.data import LabelMap, read_labeled
-    from mlx_edge.metrics import accuracy
-    from mlx_edge.predict import predict_texts
-
     student_manifest = json.loads((student_dir / "mlx_edge_manifest.json").read_text())
     distill_report = student_manifest["report"]
     max_length = student_manifest["max_length"]
@@ -290,12 +375,16 @@ def final_report(config: PipelineConfig, teacher_dir: Path, student_dir: Path, b
         "stages": [asdict(o) for o in outcomes],
         "accuracy": scores,
         "retained": {split: s["student"] / s["teacher"] if s["teacher"] else 0.0 for split, s in scores.items()},
-        "parameters": {"teacher": distill_report["teacher_parameters"], "student": distill_report["student_parameters"]},
+        "parameters": {
+            "teacher": distill_report["teacher_parameters"],
+            "student": distill_report["student_parameters"],
+        },
         "size_ratio": distill_report["teacher_parameters"] / distill_report["student_parameters"],
         "speedup": distill_report["speedup"],
         "bundle": {"path": str(bundle_dir), "files": files},
-        "check": None if check_report is None else {"ok": check_report.ok,
-                                                    "failed": [r.name for r in check_report.failed]},
+        "check": None
+        if check_report is None
+        else {"ok": check_report.ok, "failed": [r.name for r in check_report.failed]},
     }
 
 
@@ -308,11 +397,15 @@ def format_report(report: dict) -> str:
     for s in report["stages"]:
         lines.append(f"{s['name']:<10} {s['status']:<22} {s['seconds']:>7.0f}  {s['output']}")
     for split, s in report["accuracy"].items():
-        lines.append(f"{split:<5} accuracy: teacher {s['teacher']:.1%}, student {s['student']:.1%}"
-                     f" (retained {report['retained'][split]:.1%})")
+        lines.append(
+            f"{split:<5} accuracy: teacher {s['teacher']:.1%}, student {s['student']:.1%}"
+            f" (retained {report['retained'][split]:.1%})"
+        )
     p = report["parameters"]
-    lines.append(f"size: teacher {p['teacher'] / 1e6:.1f}M parameters, student {p['student'] / 1e6:.1f}M"
-                 f" ({report['size_ratio']:.1f}x smaller); student {report['speedup']:.1f}x faster on the same backend")
+    lines.append(
+        f"size: teacher {p['teacher'] / 1e6:.1f}M parameters, student {p['student'] / 1e6:.1f}M"
+        f" ({report['size_ratio']:.1f}x smaller); student {report['speedup']:.1f}x faster on the same backend"
+    )
     files = ", ".join(f"{name} ({size / 1e6:.1f} MB)" for name, size in report["bundle"]["files"].items())
     lines.append(f"bundle {report['bundle']['path']}: {files}")
     if report["check"] is not None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from tqdm import tqdm
+
 
 def progress_bar(total: int, *, desc: str, unit: str, enabled: bool, initial: int = 0):
     if not enabled:
         return None
-    from tqdm import tqdm
 
     return tqdm(total=total, initial=initial, desc=desc, unit=unit, leave=False)

@@ -24,18 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from safetensors import safe_open
+from safetensors.numpy import save_file
 
-from mlx_edge.errors import MlxEdgeError
+from mlx_edge.errors import TargetsError
 from mlx_edge.fileio import atomic_write_json, sha256_file
 from mlx_edge.manifest import MANIFEST_NAME, read_manifest
 
 INDEX_NAME = "index.json"
-
-
-class TargetsError(MlxEdgeError):
-    """A targets cache that is missing, damaged, or made for another setup."""
-
-    exit_code = 6
 
 
 def text_hash(text: str) -> int:
@@ -47,13 +43,21 @@ def shard_name(number: int) -> str:
     return f"shard-{number:05d}.safetensors"
 
 
-def estimate_bytes(lengths: np.ndarray, *, shard_size: int, num_labels: int, hidden_size: int, heads: int,
-                   hidden_layers: list[int], attention_layers: list[int]) -> int:
+def estimate_bytes(
+    lengths: np.ndarray,
+    *,
+    shard_size: int,
+    num_labels: int,
+    hidden_size: int,
+    heads: int,
+    hidden_layers: list[int],
+    attention_layers: list[int],
+) -> int:
     """Bytes the cache will take: each shard pads to its own longest example."""
     total = 0
     for start in range(0, len(lengths), shard_size):
-        n = len(lengths[start:start + shard_size])
-        longest = int(lengths[start:start + shard_size].max())
+        n = len(lengths[start : start + shard_size])
+        longest = int(lengths[start : start + shard_size].max())
         total += n * (num_labels * 4 + 8 + 8 + 4)
         total += len(hidden_layers) * n * longest * hidden_size * 2
         total += len(attention_layers) * n * heads * longest * longest * 2
@@ -70,7 +74,6 @@ def human_bytes(n: float) -> str:
 
 def write_shard(directory: Path, number: int, tensors: dict[str, np.ndarray]) -> dict:
     """Write one shard atomically; return its index entry."""
-    from safetensors.numpy import save_file
 
     path = Path(directory) / shard_name(number)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".safetensors", dir=directory)
@@ -81,8 +84,12 @@ def write_shard(directory: Path, number: int, tensors: dict[str, np.ndarray]) ->
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return {"file": path.name, "start": int(tensors["ids"][0]), "count": int(len(tensors["ids"])),
-            "sha256": sha256_file(path)}
+    return {
+        "file": path.name,
+        "start": int(tensors["ids"][0]),
+        "count": int(len(tensors["ids"])),
+        "sha256": sha256_file(path),
+    }
 
 
 def read_index(directory: Path) -> list[dict]:
@@ -108,17 +115,21 @@ class TargetsCache:
     shards: list[dict]
 
     @classmethod
-    def open(cls, directory: str | Path, *, verify_hashes: bool = False) -> "TargetsCache":
+    def open(cls, directory: str | Path, *, verify_hashes: bool = False) -> TargetsCache:
         directory = Path(directory)
         manifest = read_manifest(directory, kind="targets")
         if manifest is None:
-            raise TargetsError(f"{directory} is not a targets cache (no {MANIFEST_NAME})",
-                               "make one with: mlx-edge teacher label --teacher DIR --data FILE --out DIR")
+            raise TargetsError(
+                f"{directory} is not a targets cache (no {MANIFEST_NAME})",
+                "make one with: mlx-edge teacher label --teacher DIR --data FILE --out DIR",
+            )
         shards = read_index(directory)
         done = sum(s["count"] for s in shards)
         if done != manifest["examples"]:
-            raise TargetsError(f"{directory} is incomplete ({done} of {manifest['examples']} examples)",
-                               "re-run the same mlx-edge teacher label command to finish it")
+            raise TargetsError(
+                f"{directory} is incomplete ({done} of {manifest['examples']} examples)",
+                "re-run the same mlx-edge teacher label command to finish it",
+            )
         for shard in shards:
             path = directory / shard["file"]
             if not path.is_file() or (verify_hashes and sha256_file(path) != shard["sha256"]):
@@ -133,14 +144,20 @@ class TargetsCache:
         """Refuse a cache made with another tokenizer, max length or label set."""
         m = self.manifest
         if m["tokenizer_hash"] != tokenizer_hash:
-            raise TargetsError(f"targets in {self.directory} were made with another tokenizer",
-                               "the student must use the teacher's tokenizer; re-label or pick the right cache")
+            raise TargetsError(
+                f"targets in {self.directory} were made with another tokenizer",
+                "the student must use the teacher's tokenizer; re-label or pick the right cache",
+            )
         if m["max_length"] != max_length:
-            raise TargetsError(f"targets in {self.directory} use max length {m['max_length']}, not {max_length}",
-                               f"pass --max-length {m['max_length']} or re-label")
+            raise TargetsError(
+                f"targets in {self.directory} use max length {m['max_length']}, not {max_length}",
+                f"pass --max-length {m['max_length']} or re-label",
+            )
         if m["labels"] != list(labels):
-            raise TargetsError(f"targets labels {m['labels']} differ from the data's labels {list(labels)}",
-                               "label the same data the student trains on")
+            raise TargetsError(
+                f"targets labels {m['labels']} differ from the data's labels {list(labels)}",
+                "label the same data the student trains on",
+            )
 
     def load(self, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
         """Per-example arrays of every shard, concatenated (not the per-shard padded hidden/attention).
@@ -148,7 +165,6 @@ class TargetsCache:
         Reads only the named tensors: a shard's hidden states and attention maps, most of its
         bytes, stay on disk (loading whole shards took 4.3 GB for a 10k cache with 4 hidden layers).
         """
-        from safetensors import safe_open
 
         keys = names or ("logits", "ids", "text_hash", "lengths")
         parts: dict[str, list[np.ndarray]] = {k: [] for k in keys}
@@ -209,7 +225,9 @@ class _RowReader:
     def row(self, key: str, index: int) -> np.ndarray:
         info = self.header.get(key)
         if info is None or info["dtype"] not in _NUMPY_DTYPES:
-            raise TargetsError(f"{self.path} has no readable tensor {key!r}", "delete the cache and re-run teacher label")
+            raise TargetsError(
+                f"{self.path} has no readable tensor {key!r}", "delete the cache and re-run teacher label"
+            )
         dtype, shape = np.dtype(_NUMPY_DTYPES[info["dtype"]]), info["shape"]
         row_bytes = dtype.itemsize * int(np.prod(shape[1:]))
         if not 0 <= index < shape[0]:

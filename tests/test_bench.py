@@ -12,9 +12,27 @@ import pytest
 from click.testing import CliRunner
 
 from mlx_edge.cli import main
+from mlx_edge.errors import BENCH_DISAGREEMENT, BenchError
 
-MICRO = ["--batch-sizes", "1,2", "--seq-lens", "16", "--train-batch", "2", "--train-seq-len", "16",
-         "--warmup", "1", "--repeats", "2", "--budget", "1", "--matmul-size", "256", "--quiet"]
+MICRO = [
+    "--batch-sizes",
+    "1,2",
+    "--seq-lens",
+    "16",
+    "--train-batch",
+    "2",
+    "--train-seq-len",
+    "16",
+    "--warmup",
+    "1",
+    "--repeats",
+    "2",
+    "--budget",
+    "1",
+    "--matmul-size",
+    "256",
+    "--quiet",
+]
 CPU_BACKENDS = ("mlx-cpu", "torch-cpu", "onnxruntime-cpu")
 # The peak matmul and a workload are timed separately on a shared machine: allow the achieved
 # FLOP/s to exceed the measured peak by this factor before calling it wrong.
@@ -22,17 +40,41 @@ ROOFLINE_SLACK = 5
 
 
 def micro_kwargs(tiny_bert_dir, **extra):
-    base = dict(model=str(tiny_bert_dir), teacher=tiny_bert_dir, seq_lens=(16,), infer_batches=(1, 2),
-                train_batch=2, train_seq=16, warmup=1, repeats=2, budget_s=1.0, matmul_n=256)
+    base = dict(
+        model=str(tiny_bert_dir),
+        teacher=tiny_bert_dir,
+        seq_lens=(16,),
+        infer_batches=(1, 2),
+        train_batch=2,
+        train_seq=16,
+        warmup=1,
+        repeats=2,
+        budget_s=1.0,
+        matmul_n=256,
+    )
     return {**base, **extra}
 
 
 @pytest.fixture(scope="module")
 def cli_run(tiny_bert_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    result = CliRunner().invoke(main, ["bench", "--model", str(tiny_bert_dir), "--teacher", str(tiny_bert_dir),
-                                       "--workloads", "infer,train,distill,distill-cached,label",
-                                       "--json", str(out / "bench.json"), "--plot", str(out / "bench.png"), *MICRO])
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--model",
+            str(tiny_bert_dir),
+            "--teacher",
+            str(tiny_bert_dir),
+            "--workloads",
+            "infer,train,distill,distill-cached,label",
+            "--json",
+            str(out / "bench.json"),
+            "--plot",
+            str(out / "bench.png"),
+            *MICRO,
+        ],
+    )
     return result, out
 
 
@@ -47,8 +89,14 @@ def test_json_structure_and_values(cli_run):
         assert report["peak_matmul"][name]["flops_per_s"] > 0
     assert report["model"]["student"]["layers"] == 2 and report["model"]["student"]["hidden"] == 32
     names = [w["name"] for w in report["workloads"]]
-    assert names == ["infer b1 L16", "infer b2 L16", "train b2 L16", "distill b2 L16", "distill-cached b2 L16",
-                     "label b2 L16"]
+    assert names == [
+        "infer b1 L16",
+        "infer b2 L16",
+        "train b2 L16",
+        "distill b2 L16",
+        "distill-cached b2 L16",
+        "label b2 L16",
+    ]
     assert report["disagreements"] == []
     for row in report["workloads"]:
         assert row["flops"] > 0
@@ -117,10 +165,24 @@ def test_wrong_backend_is_flagged_not_ranked(tiny_bert_dir, monkeypatch, tmp_pat
         return model
 
     monkeypatch.setattr(torch_runner.TorchRunner, "_load", corrupt)
-    result = CliRunner().invoke(main, ["bench", "--model", str(tiny_bert_dir), "--teacher", str(tiny_bert_dir),
-                                       "--backends", ",".join(CPU_BACKENDS), "--workloads", "infer,label",
-                                       "--json", str(tmp_path / "b.json"), *MICRO])
-    assert result.exit_code == 10, result.output
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--model",
+            str(tiny_bert_dir),
+            "--teacher",
+            str(tiny_bert_dir),
+            "--backends",
+            ",".join(CPU_BACKENDS),
+            "--workloads",
+            "infer,label",
+            "--json",
+            str(tmp_path / "b.json"),
+            *MICRO,
+        ],
+    )
+    assert result.exit_code == BENCH_DISAGREEMENT, result.output
     assert "DISAGREES" in result.output and "WARNING: torch-cpu disagrees" in result.output
     report = json.loads((tmp_path / "b.json").read_text())
     flagged = {(d["workload"], d["backend"], d["reference"]) for d in report["disagreements"]}
@@ -141,22 +203,24 @@ def test_fake_cuda_and_mps_run_the_gpu_code_paths(tiny_bert_dir, monkeypatch):
     GPU backends' build, check, timing, sync and memory reporting run for real."""
     import torch
 
-    from mlx_edge import devices
     from mlx_edge.bench import bench, torch_runner
+    from mlx_edge.runtime import devices
 
     calls = {"cuda.sync": 0, "mps.sync": 0, "cuda.reset": 0}
     monkeypatch.setattr(devices, "torch_backends_available", lambda: {"cuda": True, "mps": True, "cpu": True})
     monkeypatch.setattr(torch_runner, "_torch_device", lambda name: torch.device("cpu"))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.__setitem__("cuda.sync", calls["cuda.sync"] + 1))
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
-    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats",
-                        lambda *a: calls.__setitem__("cuda.reset", calls["cuda.reset"] + 1))
+    monkeypatch.setattr(
+        torch.cuda, "reset_peak_memory_stats", lambda *a: calls.__setitem__("cuda.reset", calls["cuda.reset"] + 1)
+    )
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda *a: 123_456)
     monkeypatch.setattr(torch.mps, "synchronize", lambda: calls.__setitem__("mps.sync", calls["mps.sync"] + 1))
     monkeypatch.setattr(torch.mps, "empty_cache", lambda: None)
     monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 654_321)
-    report = bench(**micro_kwargs(tiny_bert_dir, backends=["torch-cuda", "torch-mps", "torch-cpu"],
-                                  workloads=("infer", "train")))
+    report = bench(
+        **micro_kwargs(tiny_bert_dir, backends=["torch-cuda", "torch-mps", "torch-cpu"], workloads=("infer", "train"))
+    )
     assert not report["skipped"]
     assert report["peak_matmul"]["torch-cuda"]["n"] == 256
     for row in report["workloads"]:
@@ -175,8 +239,8 @@ def test_fake_mlx_gpu_runs_the_gpu_backend(tiny_bert_dir, monkeypatch):
     """Faked: MLX reports a Metal GPU, and the backend's device is mx.cpu (there is no GPU here)."""
     import mlx.core as mx
 
-    from mlx_edge import devices
     from mlx_edge.bench import bench, mlx_runner
+    from mlx_edge.runtime import devices
 
     monkeypatch.setattr(devices, "mlx_gpu_kind", lambda: "metal")
     monkeypatch.setattr(mlx_runner, "_mlx_device", lambda name: mx.cpu)
@@ -202,8 +266,9 @@ def test_fake_coreml_runs_the_converted_program(tiny_bert_dir, monkeypatch):
 
     monkeypatch.setattr(backends, "coreml_can_predict", lambda: True)
     monkeypatch.setattr(ort_runner, "_load_mlmodel", NumpyMLModel)
-    report = bench(**micro_kwargs(tiny_bert_dir, backends=["coreml-cpu", "coreml-ane", "mlx-cpu"],
-                                  workloads=("infer", "train")))
+    report = bench(
+        **micro_kwargs(tiny_bert_dir, backends=["coreml-cpu", "coreml-ane", "mlx-cpu"], workloads=("infer", "train"))
+    )
     assert not report["skipped"] and report["disagreements"] == []
     status = {(row["name"], e["backend"]): e["status"] for row in report["workloads"] for e in row["results"]}
     assert status[("infer b1 L16", "coreml-cpu")] == status[("infer b1 L16", "coreml-ane")] == "ok"
@@ -237,8 +302,9 @@ def test_flops_count_matches_a_hand_count():
     from mlx_edge.bench.workloads import Workload, forward_flops, workload_flops
     from mlx_edge.models.bert import BertConfig
 
-    c = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
-                   id2label={0: "a", 1: "b"})
+    c = BertConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48, id2label={0: "a", 1: "b"}
+    )
     # per layer: q,k,v,o 4*32*32 + ffn 2*32*48 MACs per token; attention 2*L*32 MACs per token
     per_token = 4 * 32 * 32 + 2 * 32 * 48 + 2 * 16 * 32
     expected = 2 * (2 * 3 * 16 * per_token + 3 * (32 * 32 + 32 * 2))
@@ -251,13 +317,15 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
     result = CliRunner().invoke(main, ["bench", "--backends", "tpu"])
     assert result.exit_code == 2 and "unknown tpu" in result.output
     result = CliRunner().invoke(main, ["bench", "--model", str(tmp_path / "nope"), "--quiet"])
-    assert result.exit_code == 9 and "neither a preset nor a directory" in result.output
+    assert result.exit_code == BenchError.exit_code and "neither a preset nor a directory" in result.output
     assert "Traceback" not in result.output
 
 
 def test_bench_help_imports_no_heavy_library():
-    code = ("import sys; from mlx_edge.cli import main\n"
-            "try: main(['bench', '--help'])\nexcept SystemExit: pass\n"
-            "print(sorted(m for m in ('mlx.core','torch','onnxruntime','matplotlib') if m in sys.modules))")
+    code = (
+        "import sys; from mlx_edge.cli import main\n"
+        "try: main(['bench', '--help'])\nexcept SystemExit: pass\n"
+        "print(sorted(m for m in ('mlx.core','torch','onnxruntime','matplotlib') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "--backends" in out and out.strip().splitlines()[-1] == "[]"

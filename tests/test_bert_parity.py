@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import mlx.core as mx
 import numpy as np
 import pytest
 import torch
 from transformers import BertForSequenceClassification as HFBert
 
-import mlx.core as mx
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, sanitize
 from tests.conftest import tiny_bert_config
 
@@ -51,9 +51,13 @@ def test_logits_hidden_states_attentions_match(overrides, seed):
     hf, ours = _pair(seed, **overrides)
     ids, mask, types = _padded_batch(seed)
     with torch.no_grad():
-        ref = hf(input_ids=torch.tensor(ids, dtype=torch.long), attention_mask=torch.tensor(mask),
-                 token_type_ids=torch.tensor(types, dtype=torch.long), output_hidden_states=True,
-                 output_attentions=True)
+        ref = hf(
+            input_ids=torch.tensor(ids, dtype=torch.long),
+            attention_mask=torch.tensor(mask),
+            token_type_ids=torch.tensor(types, dtype=torch.long),
+            output_hidden_states=True,
+            output_attentions=True,
+        )
     out = ours(mx.array(ids), mx.array(mask), mx.array(types), output_hidden_states=True, output_attentions=True)
     np.testing.assert_allclose(np.array(out.logits), ref.logits.numpy(), atol=TOL, rtol=0)
     assert len(out.hidden_states) == len(ref.hidden_states) == ours.config.num_hidden_layers + 1

@@ -10,8 +10,9 @@ import pytest
 
 from tests.test_export_helpers import exported
 
-pytestmark = pytest.mark.skipif(sys.platform != "darwin",
-                                reason="CoreML prediction needs macOS (coremltools cannot predict on Linux)")
+pytestmark = pytest.mark.skipif(
+    sys.platform != "darwin", reason="CoreML prediction needs macOS (coremltools cannot predict on Linux)"
+)
 
 
 @pytest.mark.parametrize("unit", ["CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE", "ALL"])

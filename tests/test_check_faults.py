@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from mlx_edge.cli import main
+from mlx_edge.errors import CHECK_FAILED
 from tests.test_export_helpers import copy_bundle, exported, tiny_student
 
 
@@ -22,7 +23,7 @@ def bundle(tmp_path):
 
 def _check(bundle) -> dict:
     result = CliRunner().invoke(main, ["check", str(bundle), "--texts", "4", "--json"])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == CHECK_FAILED, result.output
     report = json.loads(result.output)
     assert not report["ok"]
     return {r["name"]: r for r in report["results"]}
@@ -41,18 +42,22 @@ def test_flipped_weight_in_the_mlpackage(bundle):
     data = bytearray(blob.read_bytes())
     at = bytes(data).find(target.astype(np.float32).tobytes())
     assert at > 0
-    data[at:at + target.nbytes] = (-target).astype(np.float32).tobytes()
+    data[at : at + target.nbytes] = (-target).astype(np.float32).tobytes()
     blob.write_bytes(bytes(data))
 
     results = _check(bundle)
     assert {"weights.encoder", "parity.encoder.program", "files.sha256"} <= _failed(results)
-    assert "layers_0_inter_weight differs from the student's layers.0.inter.weight" in results["weights.encoder"]["detail"]
+    assert (
+        "layers_0_inter_weight differs from the student's layers.0.inter.weight" in results["weights.encoder"]["detail"]
+    )
     assert "weight.bin: sha256 differs" in results["files.sha256"]["detail"]
     assert results["parity.encoder.program"]["figures"]["max_abs_diff"] > 1e-3
     assert results["parity.classifier.program"]["ok"]  # the other program is untouched
 
 
-@pytest.mark.parametrize("file", ["model.onnx", "Head.mlmodel", "Encoder.mlpackage/Data/com.apple.CoreML/model.mlmodel"])
+@pytest.mark.parametrize(
+    "file", ["model.onnx", "Head.mlmodel", "Encoder.mlpackage/Data/com.apple.CoreML/model.mlmodel"]
+)
 def test_truncated_file(bundle, file):
     path = bundle / file
     data = path.read_bytes()

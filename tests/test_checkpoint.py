@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import mlx.core as mx
 import numpy as np
 import pytest
 import torch
@@ -12,10 +13,9 @@ from safetensors.numpy import load_file, save_file
 from transformers import BertForSequenceClassification as HFBert
 from transformers import BertModel as HFBertModel
 
-import mlx.core as mx
 from mlx_edge.errors import ModelError
 from mlx_edge.models.checkpoint import load_model, save_model
-from mlx_edge.tokenizer import load_tokenizer
+from mlx_edge.models.tokenizer import load_tokenizer
 from tests.conftest import LABELS, build_wordpiece, tiny_bert_config
 
 
@@ -52,8 +52,10 @@ def test_bare_encoder_gets_a_new_head_for_the_given_labels(tmp_path):
 def test_tf_era_gamma_beta_names_load(tiny_bert_dir, tmp_path):
     shutil.copytree(tiny_bert_dir, tmp_path / "m")
     weights = load_file(tmp_path / "m" / "model.safetensors")
-    renamed = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
-               for k, v in weights.items()}
+    renamed = {
+        k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+        for k, v in weights.items()
+    }
     save_file(renamed, tmp_path / "m" / "model.safetensors", metadata={"format": "pt"})
     a, b = load_model(tiny_bert_dir), load_model(tmp_path / "m")
     ids = mx.array(np.arange(5, 15, dtype=np.int32)[None])
@@ -72,8 +74,9 @@ def test_sharded_checkpoint_loads(tiny_bert_dir, tmp_path):
     index = {"weight_map": {k: shard for shard, keys in shards.items() for k in keys}}
     (tmp_path / "m" / "model.safetensors.index.json").write_text(json.dumps(index))
     ids = mx.array(np.arange(5, 15, dtype=np.int32)[None])
-    np.testing.assert_array_equal(np.array(load_model(tiny_bert_dir)(ids).logits),
-                                  np.array(load_model(tmp_path / "m")(ids).logits))
+    np.testing.assert_array_equal(
+        np.array(load_model(tiny_bert_dir)(ids).logits), np.array(load_model(tmp_path / "m")(ids).logits)
+    )
 
 
 def _broken_copy(src, dst, mutate):
@@ -92,8 +95,11 @@ def test_missing_weight_is_refused_by_name(tiny_bert_dir, tmp_path):
 
 
 def test_unexpected_weight_is_refused(tiny_bert_dir, tmp_path):
-    broken = _broken_copy(tiny_bert_dir, tmp_path / "m",
-                          lambda w: w.__setitem__("bert.encoder.layer.2.output.dense.weight", np.zeros((32, 48), np.float32)))
+    broken = _broken_copy(
+        tiny_bert_dir,
+        tmp_path / "m",
+        lambda w: w.__setitem__("bert.encoder.layer.2.output.dense.weight", np.zeros((32, 48), np.float32)),
+    )
     with pytest.raises(ModelError, match=r"unexpected 1 .*layer\.2"):
         load_model(broken)
 
@@ -111,12 +117,24 @@ def test_label_mismatch_shows_both_lists(tiny_bert_dir):
     assert load_model(tiny_bert_dir, labels=LABELS).config.labels == LABELS
 
 
-@pytest.mark.parametrize("config, message", [
-    ({"model_type": "gpt2", "n_layer": 2}, "not a BERT-like encoder"),
-    ({"model_type": "bert", "hidden_size": 32}, "missing num_hidden_layers"),
-    ({"model_type": "roberta", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-      "intermediate_size": 48, "vocab_size": 400}, "weights are laid out differently"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"model_type": "gpt2", "n_layer": 2}, "not a BERT-like encoder"),
+        ({"model_type": "bert", "hidden_size": 32}, "missing num_hidden_layers"),
+        (
+            {
+                "model_type": "roberta",
+                "hidden_size": 32,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "intermediate_size": 48,
+                "vocab_size": 400,
+            },
+            "weights are laid out differently",
+        ),
+    ],
+)
 def test_not_bert_like_config_is_refused(tmp_path, config, message):
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ModelError, match=message):

@@ -19,7 +19,19 @@ def test_help_lists_only_built_stages():
     result = CliRunner().invoke(main, ["--help"])
     assert result.exit_code == 0
     listed = set(main.commands)
-    assert {"doctor", "data", "predict", "demo", "run", "teacher", "distill", "export", "check", "augment", "bench"} <= listed
+    assert {
+        "doctor",
+        "data",
+        "predict",
+        "demo",
+        "run",
+        "teacher",
+        "distill",
+        "export",
+        "check",
+        "augment",
+        "bench",
+    } <= listed
     for name in listed:
         assert f"  {name} " in result.output
 
@@ -30,9 +42,11 @@ def test_version():
 
 
 def test_help_imports_no_heavy_library():
-    code = ("import sys; from mlx_edge.cli import main\n"
-            "try: main(['--help'])\nexcept SystemExit: pass\n"
-            "print(sorted(m for m in ('mlx.core','torch','transformers','coremltools') if m in sys.modules))")
+    code = (
+        "import sys; from mlx_edge.cli import main\n"
+        "try: main(['--help'])\nexcept SystemExit: pass\n"
+        "print(sorted(m for m in ('mlx.core','torch','transformers','coremltools') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
 

@@ -9,6 +9,7 @@ import sys
 from click.testing import CliRunner
 
 from mlx_edge.cli import main
+from mlx_edge.errors import DataError
 
 
 def run_cli(*args):
@@ -40,8 +41,9 @@ def test_empty_file(tmp_path):
 
 def test_unknown_column_lists_the_columns_found(tmp_path):
     (tmp_path / "a.csv").write_text("body,tag\nhello,a\nworld,b\n")
-    assert_one_line_error(run_cli("data", tmp_path / "a.csv", "--text-column", "text"),
-                          "no column 'text'", "columns found: body, tag")
+    assert_one_line_error(
+        run_cli("data", tmp_path / "a.csv", "--text-column", "text"), "no column 'text'", "columns found: body, tag"
+    )
     (tmp_path / "b.csv").write_text("body,text\nhello,a\nworld,b\n")
     assert_one_line_error(run_cli("data", tmp_path / "b.csv"), "which column is the label", "columns found: body, text")
 
@@ -54,8 +56,11 @@ def test_one_class_only(tmp_path):
 def test_dev_label_not_seen_in_training(tmp_path):
     (tmp_path / "train.csv").write_text("text,label\na,work\nb,life\n")
     (tmp_path / "dev.csv").write_text("text,label\nc,work\nd,travel\ne,space\n")
-    assert_one_line_error(run_cli("data", tmp_path / "train.csv", "--dev", tmp_path / "dev.csv"),
-                          "not seen in training: space, travel", "training labels are: life, work")
+    assert_one_line_error(
+        run_cli("data", tmp_path / "train.csv", "--dev", tmp_path / "dev.csv"),
+        "not seen in training: space, travel",
+        "training labels are: life, work",
+    )
 
 
 def test_not_utf8_names_the_line(tmp_path):
@@ -80,8 +85,11 @@ def test_bare_encoder_cannot_predict(minilm_dir):
 
 def test_exit_code_and_stderr_from_a_real_process(tmp_path):
     """Outside CliRunner: the installed entry point exits non-zero with the message on stderr."""
-    proc = subprocess.run([sys.executable, "-m", "mlx_edge", "data", str(tmp_path / "missing.tsv")],
-                          capture_output=True, text=True)
-    assert proc.returncode == 2  # DataError's exit code
-    assert proc.stderr.strip().splitlines() == [f"Error: data file {tmp_path / 'missing.tsv'} does not exist (check the path)"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlx_edge", "data", str(tmp_path / "missing.tsv")], capture_output=True, text=True
+    )
+    assert proc.returncode == DataError.exit_code
+    assert proc.stderr.strip().splitlines() == [
+        f"Error: data file {tmp_path / 'missing.tsv'} does not exist (check the path)"
+    ]
     assert proc.stdout == ""

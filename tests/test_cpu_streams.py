@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import mlx.core as mx
 import numpy as np
 import pytest
 
-import mlx.core as mx
-from mlx_edge.cpu_streams import row_bounds, sharded_forward
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification
+from mlx_edge.runtime.cpu_streams import row_bounds, sharded_forward
 
 
 def test_row_bounds_are_contiguous_and_near_equal():
@@ -19,9 +19,16 @@ def test_row_bounds_are_contiguous_and_near_equal():
 
 @pytest.mark.parametrize("shards", [2, 3])
 def test_sharded_forward_equals_one_forward(shards):
-    config = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=24, max_position_embeddings=32, hidden_act="gelu_new",
-                        id2label={0: "a", 1: "b", 2: "c"})
+    config = BertConfig(
+        vocab_size=60,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=24,
+        max_position_embeddings=32,
+        hidden_act="gelu_new",
+        id2label={0: "a", 1: "b", 2: "c"},
+    )
     mx.random.seed(1)
     model = BertForSequenceClassification(config)
     model.eval()

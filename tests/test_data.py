@@ -7,10 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from mlx_edge.data import (LabeledData, LabelMap, bucketed_batches, collate, load_splits, read_labeled,
-                           split_dev)
+from mlx_edge.data import LabeledData, LabelMap, bucketed_batches, collate, load_splits, read_labeled, split_dev
 from mlx_edge.errors import DataError
-from mlx_edge.tokenizer import load_tokenizer
+from mlx_edge.models.tokenizer import load_tokenizer
 from tests.conftest import CORPUS, build_wordpiece
 
 
@@ -27,8 +26,13 @@ def test_csv_with_header_and_quoted_commas(tmp_path):
     assert data.line_numbers == [2, 3]
 
 
-@pytest.mark.parametrize("body", ["Pay rent\tfinance\nRun 5km\thealth\nCall mom\tlife\nRun again\thealth\n",
-                                  "finance\tPay rent\nhealth\tRun 5km\nlife\tCall mom\nhealth\tRun again\n"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "Pay rent\tfinance\nRun 5km\thealth\nCall mom\tlife\nRun again\thealth\n",
+        "finance\tPay rent\nhealth\tRun 5km\nlife\tCall mom\nhealth\tRun again\n",
+    ],
+)
 def test_tsv_without_header_finds_the_label_column(tmp_path, body):
     data = read_labeled(write(tmp_path / "a.tsv", body))
     assert data.texts == ["Pay rent", "Run 5km", "Call mom", "Run again"]
@@ -127,8 +131,10 @@ def test_tokenizer_does_not_import_torch(tmp_path):
     import sys
 
     directory = build_wordpiece(tmp_path / "tok")
-    code = ("import sys, mlx_edge.data, mlx_edge.tokenizer as t; "
-            f"t.load_tokenizer({str(directory)!r}).encode_batch(['a b'], max_length=8); "
-            "print('torch' in sys.modules, 'transformers' in sys.modules)")
+    code = (
+        "import sys, mlx_edge.data, mlx_edge.models.tokenizer as t; "
+        f"t.load_tokenizer({str(directory)!r}).encode_batch(['a b'], max_length=8); "
+        "print('torch' in sys.modules, 'transformers' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from mlx_edge import devices
 from mlx_edge.errors import DeviceError
+from mlx_edge.runtime import devices
 
 
 def fake_available(monkeypatch, **present):
@@ -79,13 +79,19 @@ def test_mlx_device_choice():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="OpenBLAS preloading is Linux-only")
 def test_openblas_is_what_mlx_uses_and_can_be_turned_off():
-    code = "import mlx_edge, mlx.core; from mlx_edge._blas import blas_info; print(blas_info().name)"
+    code = "import mlx_edge, mlx.core; from mlx_edge.runtime.blas import blas_info; print(blas_info().name)"
     env = {k: v for k, v in os.environ.items() if k != "MLX_EDGE_BLAS"}
     fast = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert fast.stdout.strip() == "OpenBLAS"
-    slow = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env={**env, "MLX_EDGE_BLAS": "bundled"})
+    slow = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**env, "MLX_EDGE_BLAS": "bundled"},
+    )
     assert slow.stdout.strip() == "bundled reference BLAS"
-    late = subprocess.run([sys.executable, "-c", "import mlx.core; " + code], capture_output=True, text=True,
-                          env=env, check=True)
+    late = subprocess.run(
+        [sys.executable, "-c", "import mlx.core; " + code], capture_output=True, text=True, env=env, check=True
+    )
     assert late.stdout.strip() == "bundled reference BLAS"  # mlx imported first: too late to swap

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import mlx.core as mx
 import numpy as np
 import pytest
 import torch
@@ -16,20 +17,23 @@ from mlx.utils import tree_flatten
 from safetensors.numpy import load_file, save_file
 from transformers import BertForSequenceClassification as HFBert
 
-import mlx.core as mx
 from mlx_edge.cli import main
 from mlx_edge.distill.api import distill
 from mlx_edge.distill.loop import LoopConfig, Schedule
-from mlx_edge.distill.student import (DistillError, default_layer_map, init_student, parse_layer_map,
-                                      student_config)
-from mlx_edge.errors import MlxEdgeError
+from mlx_edge.distill.student import default_layer_map, init_student, parse_layer_map, student_config
+from mlx_edge.errors import DistillError, MlxEdgeError
 from mlx_edge.models.checkpoint import load_model
+from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.teacher.label import label_targets
-from mlx_edge.tokenizer import load_tokenizer
 from tests.test_cli_errors import assert_one_line_error
 
-MICRO = {"num_hidden_layers": 2, "hidden_size": 24, "num_attention_heads": 2, "intermediate_size": 32,
-         "hidden_act": "gelu_new"}
+MICRO = {
+    "num_hidden_layers": 2,
+    "hidden_size": 24,
+    "num_attention_heads": 2,
+    "intermediate_size": 32,
+    "hidden_act": "gelu_new",
+}
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +46,16 @@ def micro_json(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def cache(trained_teacher, toy_data, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("targets") / "c"
-    label_targets(teacher=trained_teacher, data=[toy_data[0]], out=out, backend="mlx", hidden_layers=[0, 1, 2],
-                  attention_layers=[1, 2], shard_size=64, progress=False)
+    label_targets(
+        teacher=trained_teacher,
+        data=[toy_data[0]],
+        out=out,
+        backend="mlx",
+        hidden_layers=[0, 1, 2],
+        attention_layers=[1, 2],
+        shard_size=64,
+        progress=False,
+    )
     return out
 
 
@@ -63,8 +75,9 @@ def test_layer_maps():
 
 
 def test_weight_schedules_and_two_stage():
-    loop = LoopConfig(weights={"kd": Schedule(1.0, 0.0), "ce": Schedule(0.5), "hidden": Schedule(2.0)},
-                      two_stage_epochs=1)
+    loop = LoopConfig(
+        weights={"kd": Schedule(1.0, 0.0), "ce": Schedule(0.5), "hidden": Schedule(2.0)}, two_stage_epochs=1
+    )
     assert loop.weights_at(0, 0.5)["kd"] == 0.0 and loop.weights_at(0, 0.5)["hidden"] == 2.0  # stage 1
     later = loop.weights_at(1, 0.5)
     assert later["kd"] == pytest.approx(0.5) and later["ce"] == 0.5 and later["hidden"] == 0.0  # stage 2
@@ -103,10 +116,19 @@ def test_init_modes(trained_teacher, tmp_path):
     assert mx.array_equal(dict(tree_flatten(again.parameters()))[name], wt[name])
 
 
-def test_distilled_student_loads_in_transformers_with_matching_logits(trained_teacher, toy_data, cache, micro_json,
-                                                                      tmp_path):
-    report = distill(teacher=trained_teacher, train=toy_data[0], dev=toy_data[1], targets=cache,
-                     student=str(micro_json), out=tmp_path / "s", loop=quick_loop(), progress=False)
+def test_distilled_student_loads_in_transformers_with_matching_logits(
+    trained_teacher, toy_data, cache, micro_json, tmp_path
+):
+    report = distill(
+        teacher=trained_teacher,
+        train=toy_data[0],
+        dev=toy_data[1],
+        targets=cache,
+        student=str(micro_json),
+        out=tmp_path / "s",
+        loop=quick_loop(),
+        progress=False,
+    )
     assert report.student_parameters < report.teacher_parameters
     assert report.student_dev_accuracy > 0.7  # the toy set is separable; majority is 0.5
     hf, info = HFBert.from_pretrained(tmp_path / "s", output_loading_info=True)
@@ -127,39 +149,60 @@ def test_distilled_student_loads_in_transformers_with_matching_logits(trained_te
 
 def test_every_loss_on_with_live_teacher_and_projection(trained_teacher, toy_data, tmp_path):
     weights = {k: Schedule(1.0) for k in ("kd", "ce", "hidden", "attention", "embedding")}
-    report = distill(teacher=trained_teacher, train=toy_data[0], student="tiny", out=tmp_path / "s",
-                     loop=quick_loop(epochs=1, weights=weights, attention_loss="kl"), progress=False)
+    report = distill(
+        teacher=trained_teacher,
+        train=toy_data[0],
+        student="tiny",
+        out=tmp_path / "s",
+        loop=quick_loop(epochs=1, weights=weights, attention_loss="kl"),
+        progress=False,
+    )
     assert report.steps > 0 and np.isfinite(report.student_dev_accuracy)
 
 
 # one stream; each batch split over two CPU streams; gradients accumulated over 2 batches of 8
 @pytest.mark.parametrize("cpu_shards, grad_accum", [(1, 1), (2, 1), (2, 2)])
-def test_interrupted_run_resumes_to_identical_weights(trained_teacher, toy_data, cache, micro_json, tmp_path,
-                                                      cpu_shards, grad_accum):
-    common = dict(teacher=trained_teacher, train=toy_data[0], dev=toy_data[1], targets=cache,
-                  student=str(micro_json), progress=False,
-                  loop=quick_loop(epochs=3, weights={"kd": Schedule(1.0), "ce": Schedule(0.1), "hidden": Schedule(1.0)},
-                                  cpu_shards=cpu_shards, grad_accum=grad_accum, batch_size=16 // grad_accum))
+def test_interrupted_run_resumes_to_identical_weights(
+    trained_teacher, toy_data, cache, micro_json, tmp_path, cpu_shards, grad_accum
+):
+    common = dict(
+        teacher=trained_teacher,
+        train=toy_data[0],
+        dev=toy_data[1],
+        targets=cache,
+        student=str(micro_json),
+        progress=False,
+        loop=quick_loop(
+            epochs=3,
+            weights={"kd": Schedule(1.0), "ce": Schedule(0.1), "hidden": Schedule(1.0)},
+            cpu_shards=cpu_shards,
+            grad_accum=grad_accum,
+            batch_size=16 // grad_accum,
+        ),
+    )
     whole = distill(out=tmp_path / "whole", **common)
     assert whole.steps == 3 * 15  # 240 texts: 15 batches of 16 (or 15 groups of 2 x 8) an epoch
 
     def interrupt(step, _terms):
         if step == 20:  # mid-epoch 2, two steps after the checkpoint of step 18
             raise KeyboardInterrupt
+
     with pytest.raises(KeyboardInterrupt):
         distill(out=tmp_path / "cut", on_step=interrupt, **common)
     assert (tmp_path / ".cut.work" / "ckpt").is_dir() and not (tmp_path / "cut").exists()
     report = distill(out=tmp_path / "cut", **common)
     assert report.resumed
-    assert (tmp_path / "whole" / "model.safetensors").read_bytes() == (tmp_path / "cut" / "model.safetensors").read_bytes()
+    assert (tmp_path / "whole" / "model.safetensors").read_bytes() == (
+        tmp_path / "cut" / "model.safetensors"
+    ).read_bytes()
     whole = [json.loads(x)["dev_accuracy"] for x in (tmp_path / "whole" / "metrics.jsonl").read_text().splitlines()]
     cut = [json.loads(x)["dev_accuracy"] for x in (tmp_path / "cut" / "metrics.jsonl").read_text().splitlines()]
     assert whole == cut
 
 
 def test_cpu_shards_resolve_and_blas_threads_restore():
-    from mlx_edge._blas import _openblas_thread_functions, blas_threads
-    from mlx_edge.cpu_streams import cpu_cores, resolve_shards
+    from mlx_edge.runtime.blas import _openblas_thread_functions, blas_threads
+    from mlx_edge.runtime.cpu_streams import cpu_cores, resolve_shards
 
     device = mx.default_device()
     mx.set_default_device(mx.cpu)
@@ -190,9 +233,16 @@ def test_nan_loss_stops_and_names_step_and_term(trained_teacher, toy_data, cache
     tensors["logits"][5] = np.nan
     save_file(tensors, shard)
     with pytest.raises(DistillError, match=r"step \d+: loss went bad \(kd=nan.*last good checkpoint \(step \d+\)"):
-        distill(teacher=trained_teacher, train=toy_data[0], dev=toy_data[1], targets=poisoned,
-                student=str(micro_json), out=tmp_path / "s", loop=quick_loop(epochs=3, checkpoint_every=1),
-                progress=False)
+        distill(
+            teacher=trained_teacher,
+            train=toy_data[0],
+            dev=toy_data[1],
+            targets=poisoned,
+            student=str(micro_json),
+            out=tmp_path / "s",
+            loop=quick_loop(epochs=3, checkpoint_every=1),
+            progress=False,
+        )
     assert (tmp_path / ".s.work" / "ckpt" / "weights.safetensors").is_file()
     weights = mx.load(str(tmp_path / ".s.work" / "ckpt" / "weights.safetensors"))
     assert all(bool(mx.all(mx.isfinite(v)).item()) for v in weights.values())  # the kept checkpoint is good
@@ -200,22 +250,32 @@ def test_nan_loss_stops_and_names_step_and_term(trained_teacher, toy_data, cache
 
 
 def test_cache_mismatches_are_refused(trained_teacher, toy_data, cache, tmp_path):
-    args = dict(teacher=trained_teacher, train=toy_data[0], student="tiny", out=tmp_path / "s", progress=False,
-                loop=quick_loop(epochs=1))
+    args = dict(
+        teacher=trained_teacher,
+        train=toy_data[0],
+        student="tiny",
+        out=tmp_path / "s",
+        progress=False,
+        loop=quick_loop(epochs=1),
+    )
     with pytest.raises(MlxEdgeError, match="max length 32, not 16"):
         distill(targets=cache, max_length=16, **args)
     other_tok = tmp_path / "teacher-other-vocab"
     shutil.copytree(trained_teacher, other_tok)
     tokenizer = json.loads((other_tok / "tokenizer.json").read_text())
-    tokenizer["model"]["vocab"]["pay"], tokenizer["model"]["vocab"]["bill"] = \
-        tokenizer["model"]["vocab"]["bill"], tokenizer["model"]["vocab"]["pay"]
+    tokenizer["model"]["vocab"]["pay"], tokenizer["model"]["vocab"]["bill"] = (
+        tokenizer["model"]["vocab"]["bill"],
+        tokenizer["model"]["vocab"]["pay"],
+    )
     (other_tok / "tokenizer.json").write_text(json.dumps(tokenizer))
     with pytest.raises(MlxEdgeError, match="another tokenizer"):
         distill(targets=cache, **{**args, "teacher": other_tok})
     with pytest.raises(MlxEdgeError, match="lacks teacher layers.*--attention-layers"):
         narrow = tmp_path / "narrow"
         label_targets(teacher=trained_teacher, data=[toy_data[0]], out=narrow, progress=False)
-        distill(targets=narrow, **{**args, "loop": quick_loop(weights={"kd": Schedule(1.0), "attention": Schedule(1.0)})})
+        distill(
+            targets=narrow, **{**args, "loop": quick_loop(weights={"kd": Schedule(1.0), "attention": Schedule(1.0)})}
+        )
     extra = tmp_path / "more.jsonl"
     extra.write_text(toy_data[0].read_text() + json.dumps({"text": "pay the dentist", "label": "finance"}) + "\n")
     with pytest.raises(MlxEdgeError, match="1 of 241 training texts are not in the targets cache"):
@@ -229,7 +289,7 @@ from pathlib import Path
 from mlx_edge.distill.api import distill
 from mlx_edge.distill.loop import LoopConfig
 distill(teacher=Path({str(trained_teacher)!r}), train=Path({str(toy_data[0])!r}), targets=Path({str(cache)!r}),
-        student={str(micro_json)!r}, out=Path({str(tmp_path / 's')!r}), loop=LoopConfig(epochs=1), progress=False)
+        student={str(micro_json)!r}, out=Path({str(tmp_path / "s")!r}), loop=LoopConfig(epochs=1), progress=False)
 print("torch" in sys.modules, "transformers" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
@@ -238,10 +298,31 @@ print("torch" in sys.modules, "transformers" in sys.modules)
 
 
 def test_cli_distill_then_predict(trained_teacher, toy_data, cache, micro_json, tmp_path):
-    result = CliRunner().invoke(main, ["distill", "--teacher", str(trained_teacher), "--train", str(toy_data[0]),
-                                       "--targets", str(cache), "--student", str(micro_json), "--out",
-                                       str(tmp_path / "s"), "--epochs", "2", "--batch-size", "16", "--lr", "2e-3",
-                                       "--cpu-shards", "3", "--quiet"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "distill",
+            "--teacher",
+            str(trained_teacher),
+            "--train",
+            str(toy_data[0]),
+            "--targets",
+            str(cache),
+            "--student",
+            str(micro_json),
+            "--out",
+            str(tmp_path / "s"),
+            "--epochs",
+            "2",
+            "--batch-size",
+            "16",
+            "--lr",
+            "2e-3",
+            "--cpu-shards",
+            "3",
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "retained" in result.output and "faster" in result.output
     setup = json.loads((tmp_path / "s" / "mlx_edge_manifest.json").read_text())
@@ -249,9 +330,33 @@ def test_cli_distill_then_predict(trained_teacher, toy_data, cache, micro_json, 
     result = CliRunner().invoke(main, ["predict", str(tmp_path / "s"), "pay the credit card bill", "--json"])
     row = json.loads(result.output.splitlines()[0])
     assert set(row["probabilities"]) == {"finance", "health"}
-    again = CliRunner().invoke(main, ["distill", "--teacher", str(trained_teacher), "--train", str(toy_data[0]),
-                                      "--student", "tiny", "--out", str(tmp_path / "s")])
+    again = CliRunner().invoke(
+        main,
+        [
+            "distill",
+            "--teacher",
+            str(trained_teacher),
+            "--train",
+            str(toy_data[0]),
+            "--student",
+            "tiny",
+            "--out",
+            str(tmp_path / "s"),
+        ],
+    )
     assert_one_line_error(again, "already exists", "--force")
-    bad = CliRunner().invoke(main, ["distill", "--teacher", str(trained_teacher), "--train", str(toy_data[0]),
-                                    "--student", "huge", "--out", str(tmp_path / "t")])
+    bad = CliRunner().invoke(
+        main,
+        [
+            "distill",
+            "--teacher",
+            str(trained_teacher),
+            "--train",
+            str(toy_data[0]),
+            "--student",
+            "huge",
+            "--out",
+            str(tmp_path / "t"),
+        ],
+    )
     assert_one_line_error(bad, "unknown student 'huge'", "tiny")

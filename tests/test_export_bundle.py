@@ -14,8 +14,16 @@ from click.testing import CliRunner
 from mlx_edge.cli import main
 from tests.test_export_helpers import SEQ_LEN, exported, tiny_student
 
-EXPECTED_FILES = {"Encoder.mlpackage", "Classifier.mlpackage", "Head.mlmodel", "model.onnx", "manifest.json",
-                  "vocab.txt", "tokenizer.json", "tokenizer_config.json"}
+EXPECTED_FILES = {
+    "Encoder.mlpackage",
+    "Classifier.mlpackage",
+    "Head.mlmodel",
+    "model.onnx",
+    "manifest.json",
+    "vocab.txt",
+    "tokenizer.json",
+    "tokenizer_config.json",
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +41,9 @@ def _manifest(bundle):
 
 
 def _result(manifest_or_report, name):
-    results = manifest_or_report["checks"]["results"] if "checks" in manifest_or_report else manifest_or_report["results"]
+    results = (
+        manifest_or_report["checks"]["results"] if "checks" in manifest_or_report else manifest_or_report["results"]
+    )
     return next(r for r in results if r["name"] == name)
 
 
@@ -44,21 +54,25 @@ def test_bundle_has_every_artifact(fp32_bundle):
 
 
 def test_manifest_is_the_swift_contract(fp32_bundle):
-    from mlx_edge.export import manifest_problems
+    from mlx_edge.bundle.layout import manifest_problems
 
     m = _manifest(fp32_bundle)
     assert manifest_problems(m) == []
     assert m["labels"] == ["finance", "health", "life", "study", "travel", "work"]
     assert m["max_length"] == int(SEQ_LEN) and m["sequence_length"]["kind"] == "fixed"
     enc = m["models"]["encoder"]
-    assert enc["inputs"] == [{"name": "input_ids", "shape": [1, 32], "dtype": "int32"},
-                             {"name": "attention_mask", "shape": [1, 32], "dtype": "int32"}]
+    assert enc["inputs"] == [
+        {"name": "input_ids", "shape": [1, 32], "dtype": "int32"},
+        {"name": "attention_mask", "shape": [1, 32], "dtype": "int32"},
+    ]
     assert {o["name"]: o["shape"] for o in enc["outputs"]} == {"embedding": [1, 32], "logits": [1, 6]}
     assert all(o["dtype"] == "float32" for o in enc["outputs"])
     head = m["models"]["head"]
     assert head["embedding_input"] == "embedding" and head["label_input"] == "probs_true"
-    assert head["training_inputs"] == [{"name": "embedding", "shape": [32], "dtype": "float32"},
-                                       {"name": "probs_true", "shape": [1], "dtype": "int32"}]
+    assert head["training_inputs"] == [
+        {"name": "embedding", "shape": [32], "dtype": "float32"},
+        {"name": "probs_true", "shape": [1], "dtype": "int32"},
+    ]
     assert head["loss"] == {"type": "categorical_cross_entropy", "input": "probs", "target": "probs_true"}
     assert head["optimizer"]["type"] == "sgd" and head["epochs"]["default"] == 20
     assert m["models"]["classifier"]["outputs"][0]["name"] == "probabilities"
@@ -95,8 +109,17 @@ def test_check_passes_on_the_export(fp32_bundle):
     result = CliRunner().invoke(main, ["check", str(fp32_bundle), "--texts", "8"])
     assert result.exit_code == 0, result.output
     assert "0 failed" in result.output
-    for name in ("files.sha256", "io.encoder", "io.head", "weights.encoder", "parity.encoder.program",
-                 "extreme.all_padding", "extreme.emoji_mixed_scripts", "head.loss", "head.update"):
+    for name in (
+        "files.sha256",
+        "io.encoder",
+        "io.head",
+        "weights.encoder",
+        "parity.encoder.program",
+        "extreme.all_padding",
+        "extreme.emoji_mixed_scripts",
+        "head.loss",
+        "head.update",
+    ):
         assert name in result.output
 
 
@@ -138,17 +161,16 @@ def test_force_replaces_and_no_force_refuses(tmp_path):
 
 
 def test_failed_export_leaves_nothing(tmp_path, monkeypatch):
-    import bridges.onnx_export
+    import mlx_edge.export
+    from mlx_edge.export import export_bundle
 
     def broken(*args, **kwargs):
         raise RuntimeError("simulated crash while writing model.onnx")
 
-    monkeypatch.setattr(bridges.onnx_export, "export_onnx", broken)
-    from mlx_edge.export import export_bundle
+    monkeypatch.setattr(mlx_edge.export, "export_onnx", broken)  # where export looks it up
 
     with pytest.raises(RuntimeError, match="simulated crash"):
-        export_bundle(student_dir=tiny_student(), out_dir=tmp_path / "bundle", seq_len=16, n_texts=2,
-                      progress=False)
+        export_bundle(student_dir=tiny_student(), out_dir=tmp_path / "bundle", seq_len=16, n_texts=2, progress=False)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -160,8 +182,9 @@ def test_seq_len_defaults_to_the_students_max_length(tmp_path):
     student = tmp_path / "student"
     shutil.copytree(tiny_student(), student)
     write_manifest(student, "student", max_length=24)
-    result = CliRunner().invoke(main, ["export", str(student), "--out", str(tmp_path / "b"), "--texts", "2",
-                                       "--quiet", "--precision", "fp32"])
+    result = CliRunner().invoke(
+        main, ["export", str(student), "--out", str(tmp_path / "b"), "--texts", "2", "--quiet", "--precision", "fp32"]
+    )
     assert result.exit_code == 0, result.output
     assert "seq-len 24," in result.output and "Encoder.mlpackage" in result.output
     assert _manifest(tmp_path / "b")["models"]["encoder"]["inputs"][0]["shape"] == [1, 24]

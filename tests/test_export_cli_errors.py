@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from mlx_edge.cli import main
+from mlx_edge.errors import CHECK_FAILED, BundleError, ExportError, ModelError
 from tests.test_export_helpers import tiny_student
 
 
@@ -26,10 +27,10 @@ def _one_error_line(result) -> str:
 
 def test_not_a_student_dir(tmp_path):
     result = _run("export", str(tmp_path), "--out", str(tmp_path / "b"), "--quiet")
-    assert result.exit_code == 3
+    assert result.exit_code == ModelError.exit_code
     assert "not a model directory (no config.json)" in _one_error_line(result)
     missing = _run("export", str(tmp_path / "nope"), "--out", str(tmp_path / "b"), "--quiet")
-    assert missing.exit_code == 3 and "does not exist" in _one_error_line(missing)
+    assert missing.exit_code == ModelError.exit_code and "does not exist" in _one_error_line(missing)
 
 
 def test_bare_encoder_without_head_is_refused(tmp_path):
@@ -41,14 +42,17 @@ def test_bare_encoder_without_head_is_refused(tmp_path):
     weights = {k: v for k, v in load_file(d / "model.safetensors").items() if not k.startswith("classifier.")}
     save_file(weights, d / "model.safetensors", metadata={"format": "pt"})
     result = _run("export", str(d), "--out", str(tmp_path / "b"), "--quiet", "--seq-len", "16")
-    assert result.exit_code == 3 and "no trained classifier head" in _one_error_line(result)
+    assert result.exit_code == ModelError.exit_code and "no trained classifier head" in _one_error_line(result)
 
 
-@pytest.mark.parametrize("value, message", [
-    ("abc", "not a length, a range or a list"),
-    ("1", "at least 2"),
-    ("64-16", "is empty"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("abc", "not a length, a range or a list"),
+        ("1", "at least 2"),
+        ("64-16", "is empty"),
+    ],
+)
 def test_bad_seq_len(tmp_path, value, message):
     result = _run("export", str(tiny_student()), "--out", str(tmp_path / "b"), "--seq-len", value)
     assert result.exit_code == 2 and "--seq-len" in result.output and message in result.output
@@ -63,18 +67,18 @@ def test_seq_len_beyond_the_students_positions(tmp_path):
 
 def test_enumerated_lengths_need_ios18(tmp_path):
     result = _run("export", str(tiny_student()), "--out", str(tmp_path / "b"), "--seq-len", "16,32", "--quiet")
-    assert result.exit_code == 6 and "--min-target iOS18" in _one_error_line(result)
+    assert result.exit_code == ExportError.exit_code and "--min-target iOS18" in _one_error_line(result)
 
 
 def test_check_on_a_non_bundle(tmp_path):
     result = _run("check", str(tmp_path))
-    assert result.exit_code == 7 and "no manifest.json" in _one_error_line(result)
+    assert result.exit_code == BundleError.exit_code and "no manifest.json" in _one_error_line(result)
     (tmp_path / "manifest.json").write_text("{not json")
     broken = _run("check", str(tmp_path))
-    assert broken.exit_code == 7 and "not valid JSON" in _one_error_line(broken)
+    assert broken.exit_code == BundleError.exit_code and "not valid JSON" in _one_error_line(broken)
 
 
 def test_check_reports_a_manifest_that_breaks_the_schema(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"models": {}, "format": "other"}))
     result = _run("check", str(tmp_path))
-    assert result.exit_code == 1 and "FAIL" in result.output and "manifest.schema" in result.output
+    assert result.exit_code == CHECK_FAILED and "FAIL" in result.output and "manifest.schema" in result.output

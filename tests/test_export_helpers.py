@@ -12,7 +12,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -24,21 +24,31 @@ SEQ_LEN = "32"
 N_TEXTS = "12"
 
 
-@lru_cache(maxsize=None)
+@cache
 def tiny_student() -> Path:
     from tests.conftest import build_tiny_bert
 
     return build_tiny_bert(_ROOT / "student", seed=3, initializer_range=0.2)
 
 
-@lru_cache(maxsize=None)
+@cache
 def exported(*options: str) -> Path:
     """The bundle `mlx-edge export` writes with `options` (cached for the whole test run)."""
     from mlx_edge.cli import main
 
     out = _ROOT / ("bundle" + "".join(o.replace("-", "_").replace(",", "_") for o in options))
-    args = ["export", str(tiny_student()), "--out", str(out), "--seq-len", SEQ_LEN, "--texts", N_TEXTS,
-            "--quiet", *options]
+    args = [
+        "export",
+        str(tiny_student()),
+        "--out",
+        str(out),
+        "--seq-len",
+        SEQ_LEN,
+        "--texts",
+        N_TEXTS,
+        "--quiet",
+        *options,
+    ]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output + repr(result.exception)
     return out

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import mlx.core as mx
 import numpy as np
 import pytest
 import torch
 from transformers import BertForSequenceClassification as HFBert
 
-import mlx.core as mx
 from bridges.torch_mirror import MASK_VALUE, load_mirror, run_mirror
 from mlx_edge.errors import ModelError
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, sanitize
 from tests.conftest import tiny_bert_config
 
-CONFIGS = [dict(), dict(hidden_act="gelu_new", num_hidden_layers=3, num_attention_heads=2),
-           dict(hidden_act="relu", hidden_size=48, num_attention_heads=6, intermediate_size=64, layer_norm_eps=1e-5)]
+CONFIGS = [
+    dict(),
+    dict(hidden_act="gelu_new", num_hidden_layers=3, num_attention_heads=2),
+    dict(hidden_act="relu", hidden_size=48, num_attention_heads=6, intermediate_size=64, layer_norm_eps=1e-5),
+]
 
 
 def _weights_and_config(seed, **overrides):

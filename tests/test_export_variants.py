@@ -62,8 +62,20 @@ def test_compressed_bundle_is_smaller():
 
 
 def test_adam_head():
-    m = _manifest(exported("--precision", "fp32", "--optimizer", "adam", "--learning-rate", "0.01",
-                           "--batch-size", "4", "--epochs", "30"))
+    m = _manifest(
+        exported(
+            "--precision",
+            "fp32",
+            "--optimizer",
+            "adam",
+            "--learning-rate",
+            "0.01",
+            "--batch-size",
+            "4",
+            "--epochs",
+            "30",
+        )
+    )
     head = m["models"]["head"]
     assert head["optimizer"]["type"] == "adam"
     assert head["optimizer"]["learning_rate"]["default"] == pytest.approx(0.01)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import mlx.core as mx
+import mlx.nn as nn
 import numpy as np
 import pytest
 
-import mlx.core as mx
-import mlx.nn as nn
 from mlx_edge.models import fastmath
 
 X = mx.array(np.concatenate([np.linspace(-12, 12, 20001), [-100.0, -30.0, 0.0, 30.0, 100.0]]).astype(np.float32))
@@ -19,8 +19,9 @@ def test_exp_relative_error():
     assert np.isfinite(np.array(fastmath.exp(mx.array([-1e4, 1e4])))).all()
 
 
-@pytest.mark.parametrize("fast, native", [(fastmath.gelu, nn.gelu), (fastmath.gelu_tanh, nn.gelu_approx)],
-                         ids=["gelu", "gelu_tanh"])
+@pytest.mark.parametrize(
+    "fast, native", [(fastmath.gelu, nn.gelu), (fastmath.gelu_tanh, nn.gelu_approx)], ids=["gelu", "gelu_tanh"]
+)
 def test_gelu_values_and_gradients(fast, native):
     np.testing.assert_allclose(np.array(fast(X)), np.array(native(X)), atol=2e-6, rtol=1e-5)
     g_fast = mx.grad(lambda v: (fast(v) * mx.cos(v)).sum())(X)  # a non-trivial cotangent

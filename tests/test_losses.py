@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import mlx.core as mx
+import mlx.nn as nn
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-import mlx.core as mx
-import mlx.nn as nn
 from mlx_edge.distill import losses
 
 RNG = np.random.default_rng(0)
@@ -22,8 +22,14 @@ def mask_of(lengths, width):
 def test_soft_target_kl_matches_torch_kl_div_times_t_squared(temperature):
     s, t = RNG.normal(size=(5, 6)).astype(np.float32), RNG.normal(size=(5, 6)).astype(np.float32) * 3
     ours = losses.soft_target_kl(mx.array(s), mx.array(t), temperature).item()
-    ref = F.kl_div(F.log_softmax(torch.tensor(s) / temperature, -1), F.softmax(torch.tensor(t) / temperature, -1),
-                   reduction="batchmean").item() * temperature**2
+    ref = (
+        F.kl_div(
+            F.log_softmax(torch.tensor(s) / temperature, -1),
+            F.softmax(torch.tensor(t) / temperature, -1),
+            reduction="batchmean",
+        ).item()
+        * temperature**2
+    )
     assert ours == pytest.approx(ref, rel=1e-5, abs=1e-6)
     assert losses.soft_target_kl(mx.array(t), mx.array(t), temperature).item() == pytest.approx(0.0, abs=1e-6)
 
@@ -70,8 +76,9 @@ def test_attention_mse_over_real_query_key_pairs():
     for i, n in enumerate(lengths):
         total += ((s[i, :, :n, :n] - t[i, :, :n, :n]) ** 2).sum()
         count += 3 * n * n
-    np.testing.assert_allclose(losses.attention_mse(mx.array(s), mx.array(t), mx.array(mask)).item(), total / count,
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        losses.attention_mse(mx.array(s), mx.array(t), mx.array(mask)).item(), total / count, rtol=1e-5
+    )
 
 
 def test_attention_kl_per_query_row():
@@ -83,8 +90,9 @@ def test_attention_kl_per_query_row():
             for q in range(n):
                 p, r = t[i, h, q, :n], s[i, h, q, :n]
                 rows.append((p * (np.log(p + 1e-8) - np.log(r + 1e-8))).sum())
-    np.testing.assert_allclose(losses.attention_kl(mx.array(s), mx.array(t), mx.array(mask)).item(), np.mean(rows),
-                               rtol=1e-4)
+    np.testing.assert_allclose(
+        losses.attention_kl(mx.array(s), mx.array(t), mx.array(mask)).item(), np.mean(rows), rtol=1e-4
+    )
 
 
 def test_attention_with_different_head_counts_compares_head_means():
@@ -99,20 +107,35 @@ def test_loss_terms_in_the_training_step_use_the_right_tensors():
     from mlx_edge.distill.loop import TERMS, LoopConfig, Schedule, Trainable, make_loss
     from mlx_edge.models.bert import BertConfig, BertForSequenceClassification
 
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=24, max_position_embeddings=32, id2label={0: "a", 1: "b", 2: "c"})
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=24,
+        max_position_embeddings=32,
+        id2label={0: "a", 1: "b", 2: "c"},
+    )
     student = BertForSequenceClassification(config)
     student.eval()
     trainable = Trainable(student, teacher_width=24, with_hidden=True, with_embedding=True)
     ids = RNG.integers(1, 50, size=(2, 7)).astype(np.int32)
     mask = mask_of([7, 4], 7)
-    teacher = {"logits": RNG.normal(size=(2, 3)).astype(np.float32),
-               "hidden": [RNG.normal(size=(2, 7, 24)).astype(np.float32) for _ in range(2)],
-               "attention": [attention_pair(2, 4, 4, 7, [7, 4])[1] for _ in range(2)],
-               "embedding": RNG.normal(size=(2, 7, 24)).astype(np.float32)}
-    batch = {"input_ids": mx.array(ids), "mask": mx.array(mask), "labels": mx.array([0, 2]),
-             "logits": mx.array(teacher["logits"]), "hidden": [mx.array(x) for x in teacher["hidden"]],
-             "attention": [mx.array(x) for x in teacher["attention"]], "embedding": mx.array(teacher["embedding"])}
+    teacher = {
+        "logits": RNG.normal(size=(2, 3)).astype(np.float32),
+        "hidden": [RNG.normal(size=(2, 7, 24)).astype(np.float32) for _ in range(2)],
+        "attention": [attention_pair(2, 4, 4, 7, [7, 4])[1] for _ in range(2)],
+        "embedding": RNG.normal(size=(2, 7, 24)).astype(np.float32),
+    }
+    batch = {
+        "input_ids": mx.array(ids),
+        "mask": mx.array(mask),
+        "labels": mx.array([0, 2]),
+        "logits": mx.array(teacher["logits"]),
+        "hidden": [mx.array(x) for x in teacher["hidden"]],
+        "attention": [mx.array(x) for x in teacher["attention"]],
+        "embedding": mx.array(teacher["embedding"]),
+    }
     loop = LoopConfig(temperature=3.0, weights={k: Schedule(1.0) for k in TERMS})
     total, terms = make_loss(loop, {0: 1, 1: 3}, set(TERMS))(trainable, batch, mx.ones(len(TERMS)))
     out = student(mx.array(ids), mx.array(mask), output_hidden_states=True, output_attentions=True)
@@ -120,10 +143,16 @@ def test_loss_terms_in_the_training_step_use_the_right_tensors():
     expected = [
         losses.soft_target_kl(out.logits, batch["logits"], 3.0),
         losses.hard_label_ce(out.logits, batch["labels"]),
-        (losses.hidden_mse(out.hidden_states[1], batch["hidden"][0], m, trainable.hidden_proj)
-         + losses.hidden_mse(out.hidden_states[2], batch["hidden"][1], m, trainable.hidden_proj)) / 2,
-        (losses.attention_mse(out.attentions[0], batch["attention"][0], m)
-         + losses.attention_mse(out.attentions[1], batch["attention"][1], m)) / 2,
+        (
+            losses.hidden_mse(out.hidden_states[1], batch["hidden"][0], m, trainable.hidden_proj)
+            + losses.hidden_mse(out.hidden_states[2], batch["hidden"][1], m, trainable.hidden_proj)
+        )
+        / 2,
+        (
+            losses.attention_mse(out.attentions[0], batch["attention"][0], m)
+            + losses.attention_mse(out.attentions[1], batch["attention"][1], m)
+        )
+        / 2,
         losses.hidden_mse(out.hidden_states[0], batch["embedding"], m, trainable.embedding_proj),
     ]
     np.testing.assert_allclose(np.array(terms), np.array(mx.stack(expected)), rtol=1e-5)
@@ -139,8 +168,9 @@ def test_term_shares_follow_rows_tokens_and_pairs():
     np.testing.assert_allclose(shares["kd"], [2 / 3, 1 / 3], rtol=1e-6)
     np.testing.assert_allclose(shares["hidden"], [6 / 9, 3 / 9], rtol=1e-6)  # real tokens
     np.testing.assert_allclose(shares["attention"], [20 / 29, 9 / 29], rtol=1e-6)  # real pairs: 16 + 4 | 9
-    np.testing.assert_allclose(dict(zip(TERMS, term_shares(mask, [0, 2, 3], "kl").T))["attention"],
-                               [6 / 9, 3 / 9], rtol=1e-6)  # KL averages over real queries
+    np.testing.assert_allclose(
+        dict(zip(TERMS, term_shares(mask, [0, 2, 3], "kl").T))["attention"], [6 / 9, 3 / 9], rtol=1e-6
+    )  # KL averages over real queries
 
 
 @pytest.mark.parametrize("attention_loss", ["mse", "kl"])
@@ -149,12 +179,19 @@ def test_a_batch_split_over_cpu_streams_gives_the_whole_batch_terms_and_gradient
     """The sharded step (one CPU stream a shard, terms weighted by share) equals the unsharded one."""
     from mlx.utils import tree_flatten, tree_map
 
-    from mlx_edge.cpu_streams import cpu_streams
     from mlx_edge.distill.loop import TERMS, LoopConfig, Schedule, Trainable, make_loss, split_batch
     from mlx_edge.models.bert import BertConfig, BertForSequenceClassification
+    from mlx_edge.runtime.cpu_streams import cpu_streams
 
-    config = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=24, max_position_embeddings=32, id2label={0: "a", 1: "b", 2: "c"})
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=24,
+        max_position_embeddings=32,
+        id2label={0: "a", 1: "b", 2: "c"},
+    )
     mx.random.seed(5)
     student = BertForSequenceClassification(config)
     student.eval()  # no dropout: the two ways must see the same network
@@ -162,11 +199,15 @@ def test_a_batch_split_over_cpu_streams_gives_the_whole_batch_terms_and_gradient
     lengths = [9, 3, 7, 5, 9]
     ids = RNG.integers(1, 50, size=(5, 9)).astype(np.int32)
     mask = mask_of(lengths, 9)
-    batch = {"input_ids": mx.array(ids), "mask": mx.array(mask), "labels": mx.array([0, 2, 1, 1, 0]),
-             "logits": mx.array(RNG.normal(size=(5, 3)).astype(np.float32)),
-             "hidden": [mx.array(RNG.normal(size=(5, 9, 24)).astype(np.float32)) for _ in range(2)],
-             "attention": [mx.array(attention_pair(5, 2, 2, 9, lengths)[1]) for _ in range(2)],
-             "embedding": mx.array(RNG.normal(size=(5, 9, 24)).astype(np.float32))}
+    batch = {
+        "input_ids": mx.array(ids),
+        "mask": mx.array(mask),
+        "labels": mx.array([0, 2, 1, 1, 0]),
+        "logits": mx.array(RNG.normal(size=(5, 3)).astype(np.float32)),
+        "hidden": [mx.array(RNG.normal(size=(5, 9, 24)).astype(np.float32)) for _ in range(2)],
+        "attention": [mx.array(attention_pair(5, 2, 2, 9, lengths)[1]) for _ in range(2)],
+        "embedding": mx.array(RNG.normal(size=(5, 9, 24)).astype(np.float32)),
+    }
     loop = LoopConfig(temperature=2.0, weights={k: Schedule(1.0) for k in TERMS}, attention_loss=attention_loss)
     w = mx.array([1.0, 0.5, 2.0, 3.0, 0.25])
     loss_and_grad = nn.value_and_grad(trainable, make_loss(loop, {0: 0, 1: 1}, set(TERMS)))

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from bridges import mil_numpy
-from bridges.mil_numpy import OPS, UnsupportedOpError, load_program, op_types, run_program, unsupported_ops
+from bridges.mil_numpy import OPS, load_program, op_types, run_program, unsupported_ops
+from mlx_edge.errors import UnsupportedOpError
 from tests.test_export_helpers import exported
 
 
@@ -31,9 +32,15 @@ def test_gelu_modes_match_torch():
 
 def test_slice_by_index_masks():
     x = np.arange(2 * 5 * 3).reshape(2, 5, 3)
-    out = OPS["slice_by_index"](x=x, begin=np.array([0, 0, 0]), end=np.array([0, 1, 0]), stride=None,
-                                begin_mask=np.array([True, False, True]), end_mask=np.array([True, False, True]),
-                                squeeze_mask=np.array([False, True, False]))
+    out = OPS["slice_by_index"](
+        x=x,
+        begin=np.array([0, 0, 0]),
+        end=np.array([0, 1, 0]),
+        stride=None,
+        begin_mask=np.array([True, False, True]),
+        end_mask=np.array([True, False, True]),
+        squeeze_mask=np.array([False, True, False]),
+    )
     np.testing.assert_array_equal(out, x[:, 0, :])
 
 
@@ -55,9 +62,9 @@ def test_lut_unpacking_matches_coremltools(nbits):
 
     rng = np.random.default_rng(nbits)
     shape = (7, 5)
-    indices = rng.integers(0, 2 ** nbits, size=int(np.prod(shape))).astype(np.uint8)
+    indices = rng.integers(0, 2**nbits, size=int(np.prod(shape))).astype(np.uint8)
     packed = _utils.pack_elements_into_bits(indices, nbits)
-    lut = rng.normal(size=2 ** nbits).astype(np.float32)
+    lut = rng.normal(size=2**nbits).astype(np.float32)
     want = constexpr_lut_to_dense.decompress(lut, packed, np.array(shape, np.uint32))
     np.testing.assert_array_equal(OPS["constexpr_lut_to_dense"](indices=packed, lut=lut, shape=np.array(shape)), want)
 

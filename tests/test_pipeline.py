@@ -16,13 +16,36 @@ MICRO_STUDENT = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads
 
 def write_config(tmp_path: Path, base_dir: Path, toy_data, **distill) -> Path:
     (tmp_path / "student.json").write_text(json.dumps(MICRO_STUDENT))
-    distill_section = {"student": str(tmp_path / "student.json"), "init": "random", "epochs": 2,
-                       "learning_rate": 2e-3, "batch_size": 16, "hidden_weight": "1", **distill}
-    lines = ["[pipeline]", f'out = "{tmp_path / "work"}"', "",
-             "[data]", f'train = "{toy_data[0]}"', f'dev = "{toy_data[1]}"', f'test = "{toy_data[1]}"', "",
-             "[teacher]", f'model = "{base_dir}"', "epochs = 3", "learning_rate = 1e-3", "max_length = 32", "",
-             "[distill]"] + [f"{k} = {json.dumps(v)}" for k, v in distill_section.items()] + [
-             "", "[export]", 'seq_len = "16"']
+    distill_section = {
+        "student": str(tmp_path / "student.json"),
+        "init": "random",
+        "epochs": 2,
+        "learning_rate": 2e-3,
+        "batch_size": 16,
+        "hidden_weight": "1",
+        **distill,
+    }
+    lines = (
+        [
+            "[pipeline]",
+            f'out = "{tmp_path / "work"}"',
+            "",
+            "[data]",
+            f'train = "{toy_data[0]}"',
+            f'dev = "{toy_data[1]}"',
+            f'test = "{toy_data[1]}"',
+            "",
+            "[teacher]",
+            f'model = "{base_dir}"',
+            "epochs = 3",
+            "learning_rate = 1e-3",
+            "max_length = 32",
+            "",
+            "[distill]",
+        ]
+        + [f"{k} = {json.dumps(v)}" for k, v in distill_section.items()]
+        + ["", "[export]", 'seq_len = "16"']
+    )
     path = tmp_path / "pipeline.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -37,8 +60,14 @@ def test_run_micro_pipeline_then_skip_finished_stages(base_dir, toy_data, tmp_pa
     assert report["check"] == {"ok": True, "failed": []}
     assert report["accuracy"]["test"]["teacher"] > 0.7  # the toy set is separable
     assert report["parameters"]["student"] < report["parameters"]["teacher"]
-    assert {"Encoder.mlpackage", "Head.mlmodel", "Classifier.mlpackage", "model.onnx", "manifest.json",
-            "vocab.txt"} <= set(report["bundle"]["files"])
+    assert {
+        "Encoder.mlpackage",
+        "Head.mlmodel",
+        "Classifier.mlpackage",
+        "model.onnx",
+        "manifest.json",
+        "vocab.txt",
+    } <= set(report["bundle"]["files"])
     assert (tmp_path / "work" / "targets" / "mlx_edge_manifest.json").is_file()
     targets = json.loads((tmp_path / "work" / "targets" / "mlx_edge_manifest.json").read_text())
     assert targets["hidden_layers"] == [2]  # derived from the 1-layer student's mapping to the 2-layer teacher
@@ -80,8 +109,10 @@ def test_example_config_parses():
 
 @pytest.mark.pretrained
 def test_demo_end_to_end_on_a_sample(tmp_path, minilm_dir):
-    result = CliRunner().invoke(main, ["demo", "--out", str(tmp_path), "--limit", "150", "--teacher-epochs", "1",
-                                       "--distill-epochs", "1", "--quiet"])
+    result = CliRunner().invoke(
+        main,
+        ["demo", "--out", str(tmp_path), "--limit", "150", "--teacher-epochs", "1", "--distill-epochs", "1", "--quiet"],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["check"]["ok"] is True

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mlx_edge.export import manifest_problems
+from mlx_edge.bundle.layout import manifest_problems
 from mlx_edge.fileio import sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,17 +74,29 @@ def test_fixture_has_the_keys_of_a_fresh_export(fixture_manifest, fresh_manifest
     missing, extra = sorted(fresh - ours), sorted(ours - fresh)
     assert not missing and not extra, (
         f"the exporter's manifest changed: keys only in a fresh export {missing}, keys only in the Swift fixture "
-        f"{extra}; {REGENERATE}")
+        f"{extra}; {REGENERATE}"
+    )
 
 
 def test_fixture_describes_the_same_contract(fixture_manifest, fresh_manifest):
     """Beyond the keys: the names and shapes the Swift side reads."""
-    for path in (("labels",), ("max_length",), ("sequence_length",), ("models", "encoder", "inputs"),
-                 ("models", "encoder", "outputs"), ("models", "encoder", "embedding_output"),
-                 ("models", "head", "inputs"), ("models", "head", "outputs"), ("models", "head", "training_inputs"),
-                 ("models", "head", "embedding_input"), ("models", "head", "label_input"),
-                 ("models", "head", "probabilities_output"), ("models", "head", "loss"),
-                 ("tokenizer", "files"), ("tokenizer", "vocab_file")):
+    for path in (
+        ("labels",),
+        ("max_length",),
+        ("sequence_length",),
+        ("models", "encoder", "inputs"),
+        ("models", "encoder", "outputs"),
+        ("models", "encoder", "embedding_output"),
+        ("models", "head", "inputs"),
+        ("models", "head", "outputs"),
+        ("models", "head", "training_inputs"),
+        ("models", "head", "embedding_input"),
+        ("models", "head", "label_input"),
+        ("models", "head", "probabilities_output"),
+        ("models", "head", "loss"),
+        ("tokenizer", "files"),
+        ("tokenizer", "vocab_file"),
+    ):
         ours, fresh = fixture_manifest, fresh_manifest
         for key in path:
             ours, fresh = ours[key], fresh[key]
@@ -99,10 +111,15 @@ def test_fixture_files_match_their_manifest_entries(fixture_manifest):
         path = FIXTURE / name
         assert path.is_file(), f"{path} is missing: {REGENERATE}"
         assert (sha256_file(path), path.stat().st_size) == (entry["sha256"], entry["bytes"]), f"{name}: {REGENERATE}"
-    assert sorted(p.name for p in FIXTURE.iterdir()) == sorted(["manifest.json", *fixture_manifest["tokenizer"]["files"]])
+    assert sorted(p.name for p in FIXTURE.iterdir()) == sorted(
+        ["manifest.json", *fixture_manifest["tokenizer"]["files"]]
+    )
 
 
 def test_key_paths():
     assert key_paths({"a": {"b": 1}, "c": [{"d": 2}, {"e": 3}]}) == {"a", "a.b", "c", "c[].d", "c[].e"}
     assert key_paths({"checks": {"results": [{"figures": {"x": 1}}]}}) == {
-        "checks", "checks.results", "checks.results[].figures"}
+        "checks",
+        "checks.results",
+        "checks.results[].figures",
+    }

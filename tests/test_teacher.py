@@ -18,11 +18,12 @@ from safetensors.numpy import load_file
 from transformers import AutoModelForSequenceClassification
 
 from mlx_edge.cli import main
+from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.targets import TargetsCache
 from mlx_edge.teacher.label import label_targets
-from mlx_edge.tokenizer import load_tokenizer
 from tests.conftest import write_jsonl
 from tests.test_cli_errors import assert_one_line_error
+
 
 def test_train_beats_the_majority_class_and_writes_an_hf_directory(trained_teacher):
     manifest = json.loads((trained_teacher / "mlx_edge_manifest.json").read_text())
@@ -44,8 +45,20 @@ def test_train_beats_the_majority_class_and_writes_an_hf_directory(trained_teach
 
 
 def test_existing_output_needs_force(trained_teacher, base_dir, toy_data):
-    result = CliRunner().invoke(main, ["teacher", "train", "--model", str(base_dir), "--train", str(toy_data[0]),
-                                       "--out", str(trained_teacher), "--quiet"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "teacher",
+            "train",
+            "--model",
+            str(base_dir),
+            "--train",
+            str(toy_data[0]),
+            "--out",
+            str(trained_teacher),
+            "--quiet",
+        ],
+    )
     assert_one_line_error(result, "already exists", "--force")
 
 
@@ -64,9 +77,28 @@ def test_label_cache_equals_the_teachers_forward_pass_on_both_backends(trained_t
     texts = [json.loads(line)["text"] for line in train.read_text().splitlines()]
     caches = {}
     for backend in ("torch", "mlx"):
-        result = CliRunner().invoke(main, ["teacher", "label", "--teacher", str(trained_teacher), "--data", str(train),
-                                           "--out", str(tmp_path / backend), "--backend", backend, "--shard-size", "50",
-                                           "--hidden-layers", "0,2", "--attention-layers", "1,2", "--quiet"])
+        result = CliRunner().invoke(
+            main,
+            [
+                "teacher",
+                "label",
+                "--teacher",
+                str(trained_teacher),
+                "--data",
+                str(train),
+                "--out",
+                str(tmp_path / backend),
+                "--backend",
+                backend,
+                "--shard-size",
+                "50",
+                "--hidden-layers",
+                "0,2",
+                "--attention-layers",
+                "1,2",
+                "--quiet",
+            ],
+        )
         assert result.exit_code == 0, result.output
         caches[backend] = TargetsCache.open(tmp_path / backend, verify_hashes=True)
     torch_rows, mlx_rows = caches["torch"].load(), caches["mlx"].load()
@@ -77,7 +109,11 @@ def test_label_cache_equals_the_teachers_forward_pass_on_both_backends(trained_t
     for shard in caches["torch"].shards:
         a, b = load_file(tmp_path / "torch" / shard["file"]), load_file(tmp_path / "mlx" / shard["file"])
         assert set(a) == {"logits", "ids", "text_hash", "lengths", "hidden.0", "hidden.2", "attention.1", "attention.2"}
-        assert a["hidden.2"].dtype == np.float16 and a["attention.1"].shape[1:] == (4, a["lengths"].max(), a["lengths"].max())
+        assert a["hidden.2"].dtype == np.float16 and a["attention.1"].shape[1:] == (
+            4,
+            a["lengths"].max(),
+            a["lengths"].max(),
+        )
         for key in ("hidden.0", "hidden.2", "attention.1", "attention.2"):
             np.testing.assert_allclose(a[key].astype(np.float32), b[key].astype(np.float32), atol=2e-3)
     # gather: rows from several shards, cropped (width 5) or zero-padded (width 40), as stored
@@ -103,6 +139,7 @@ def test_interrupted_label_run_resumes_to_the_same_files(trained_teacher, toy_da
     def crash_after_third(number, _count):
         if number == 2:
             raise KeyboardInterrupt  # as a Ctrl-C between shards would
+
     with pytest.raises(KeyboardInterrupt):
         label_targets(out=tmp_path / "cut", on_shard=crash_after_third, **common)
     (tmp_path / "cut" / ".shard-00003.tmp-left-by-a-kill.safetensors").write_bytes(b"half a file")
@@ -120,23 +157,53 @@ def test_interrupted_label_run_resumes_to_the_same_files(trained_teacher, toy_da
 def test_label_refuses_another_setup_in_the_same_directory(trained_teacher, toy_data, tmp_path):
     train, _ = toy_data
     label_targets(teacher=trained_teacher, data=[train], out=tmp_path / "c", shard_size=100, progress=False)
-    result = CliRunner().invoke(main, ["teacher", "label", "--teacher", str(trained_teacher), "--data", str(train),
-                                       "--out", str(tmp_path / "c"), "--shard-size", "100", "--max-length", "16"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "teacher",
+            "label",
+            "--teacher",
+            str(trained_teacher),
+            "--data",
+            str(train),
+            "--out",
+            str(tmp_path / "c"),
+            "--shard-size",
+            "100",
+            "--max-length",
+            "16",
+        ],
+    )
     assert_one_line_error(result, "targets of another setup", "max_length", "--force")
 
 
 def test_hub_id_without_network_says_pass_a_directory(toy_data, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    result = CliRunner().invoke(main, ["teacher", "train", "--model", "bert-base-chinese", "--train",
-                                       str(toy_data[0]), "--out", str(tmp_path / "t"), "--quiet"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "teacher",
+            "train",
+            "--model",
+            "bert-base-chinese",
+            "--train",
+            str(toy_data[0]),
+            "--out",
+            str(tmp_path / "t"),
+            "--quiet",
+        ],
+    )
     assert_one_line_error(result, "'bert-base-chinese'", "cannot be reached", "pass that directory")
 
 
 def test_teacher_and_data_label_mismatch_shows_both_lists(trained_teacher, tmp_path):
-    data = write_jsonl(tmp_path / "other.jsonl", [{"text": "pay bill", "label": "finance"},
-                                                  {"text": "fly to tokyo", "label": "travel"}])
-    result = CliRunner().invoke(main, ["teacher", "label", "--teacher", str(trained_teacher), "--data", str(data),
-                                       "--out", str(tmp_path / "c")])
+    data = write_jsonl(
+        tmp_path / "other.jsonl",
+        [{"text": "pay bill", "label": "finance"}, {"text": "fly to tokyo", "label": "travel"}],
+    )
+    result = CliRunner().invoke(
+        main, ["teacher", "label", "--teacher", str(trained_teacher), "--data", str(data), "--out", str(tmp_path / "c")]
+    )
     assert_one_line_error(result, "['finance', 'health']", "['finance', 'travel']", "travel unknown")
     assert not (tmp_path / "c").exists()
 
@@ -144,10 +211,28 @@ def test_teacher_and_data_label_mismatch_shows_both_lists(trained_teacher, tmp_p
 def test_a_directory_that_is_not_a_model(toy_data, tmp_path):
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "readme.txt").write_text("hi")
-    for args in (["teacher", "train", "--model", str(tmp_path / "notes"), "--train", str(toy_data[0]),
-                  "--out", str(tmp_path / "t")],
-                 ["teacher", "label", "--teacher", str(tmp_path / "notes"), "--data", str(toy_data[0]),
-                  "--out", str(tmp_path / "c")]):
+    for args in (
+        [
+            "teacher",
+            "train",
+            "--model",
+            str(tmp_path / "notes"),
+            "--train",
+            str(toy_data[0]),
+            "--out",
+            str(tmp_path / "t"),
+        ],
+        [
+            "teacher",
+            "label",
+            "--teacher",
+            str(tmp_path / "notes"),
+            "--data",
+            str(toy_data[0]),
+            "--out",
+            str(tmp_path / "c"),
+        ],
+    ):
         assert_one_line_error(CliRunner().invoke(main, args), "not a model directory (no config.json)")
 
 
@@ -158,9 +243,23 @@ def test_not_enough_disk_is_refused_before_writing(trained_teacher, toy_data, tm
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 10**4, 10**4))
-    result = CliRunner().invoke(main, ["teacher", "label", "--teacher", str(trained_teacher), "--data",
-                                       str(toy_data[0]), "--out", str(tmp_path / "c"), "--hidden-layers", "0,1,2",
-                                       "--attention-layers", "1,2"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "teacher",
+            "label",
+            "--teacher",
+            str(trained_teacher),
+            "--data",
+            str(toy_data[0]),
+            "--out",
+            str(tmp_path / "c"),
+            "--hidden-layers",
+            "0,1,2",
+            "--attention-layers",
+            "1,2",
+        ],
+    )
     assert_one_line_error(result, "needs about", "only 10.0 KB", "--attention-layers")
     assert not (tmp_path / "c").exists()
 
@@ -169,11 +268,41 @@ def test_ddp_two_gloo_processes_on_cpu(base_dir, toy_data, tmp_path):
     out = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "mlx_edge", "teacher", "train", "--model", str(base_dir), "--train", str(toy_data[0]),
-         "--dev", str(toy_data[1]), "--out", str(out), "--epochs", "2", "--lr", "1e-3", "--batch-size", "8",
-         "--max-length", "32", "--device", "cpu"],
-        capture_output=True, text=True, env=env, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "mlx_edge",
+            "teacher",
+            "train",
+            "--model",
+            str(base_dir),
+            "--train",
+            str(toy_data[0]),
+            "--dev",
+            str(toy_data[1]),
+            "--out",
+            str(out),
+            "--epochs",
+            "2",
+            "--lr",
+            "1e-3",
+            "--batch-size",
+            "8",
+            "--max-length",
+            "32",
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("teacher written to") == 1  # rank 0 only
     manifest = json.loads((out / "mlx_edge_manifest.json").read_text())
@@ -193,10 +322,30 @@ def test_real_minilm_fine_tunes_well_above_chance(minilm_dir, tmp_path):
         return write_jsonl(tmp_path / f"{split}.jsonl", [json.loads(x) for x in lines[:n]])
 
     out = tmp_path / "teacher"
-    result = CliRunner().invoke(main, ["teacher", "train", "--model", str(minilm_dir), "--train",
-                                       str(sample("train", 720, 0)), "--dev", str(sample("dev", 240, 1)),
-                                       "--out", str(out), "--epochs", "2", "--lr", "2e-4", "--batch-size", "32",
-                                       "--max-length", "48", "--quiet"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "teacher",
+            "train",
+            "--model",
+            str(minilm_dir),
+            "--train",
+            str(sample("train", 720, 0)),
+            "--dev",
+            str(sample("dev", 240, 1)),
+            "--out",
+            str(out),
+            "--epochs",
+            "2",
+            "--lr",
+            "2e-4",
+            "--batch-size",
+            "32",
+            "--max-length",
+            "48",
+            "--quiet",
+        ],
+    )
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "mlx_edge_manifest.json").read_text())
     assert manifest["result"]["dev_accuracy"] > 0.5, manifest["result"]  # chance is 1/6

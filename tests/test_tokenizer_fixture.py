@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mlx_edge.tokenizer import load_tokenizer
+from mlx_edge.models.tokenizer import load_tokenizer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "swift" / "Tests" / "MLXEdgeKitTests" / "Fixtures"
 FIXTURE = json.loads((FIXTURES / "tokenizer_fixture.json").read_text(encoding="utf-8"))
@@ -29,9 +29,15 @@ def test_fixture_versions_match_the_installed_tokenizer():
 def test_mlx_edge_tokenizer_reproduces_the_fixture(tmp_path, config):
     """The ids the Swift side must match are also what mlx-edge itself feeds the model."""
     shutil.copyfile(FIXTURES / config["vocab_file"], tmp_path / "vocab.txt")
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
-        "do_lower_case": config["do_lower_case"], "strip_accents": config["strip_accents"],
-        "tokenize_chinese_chars": config["tokenize_chinese_chars"]}))
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "do_lower_case": config["do_lower_case"],
+                "strip_accents": config["strip_accents"],
+                "tokenize_chinese_chars": config["tokenize_chinese_chars"],
+            }
+        )
+    )
     tokenizer = load_tokenizer(tmp_path)
     max_length = FIXTURE["max_length"]
     texts = [case["text"] for case in config["cases"]]

@@ -14,28 +14,24 @@ import os
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
+from mlx_edge.augment.clean import TeacherJudge
 from mlx_edge.augment.dedup import Deduper
 from mlx_edge.augment.fallback import propose_edits
 from mlx_edge.augment.generate import Generator, check_llm, load_generator
 from mlx_edge.augment.parse import parse_answer
 from mlx_edge.augment.prompt import PROMPT_TEMPLATE, build_prompt, pick_shots
 from mlx_edge.data import LabelMap, read_labeled
-from mlx_edge.progress import progress_bar
-from mlx_edge.errors import DataError, MlxEdgeError
+from mlx_edge.errors import AugmentError, DataError
 from mlx_edge.fileio import atomic_write_json
 from mlx_edge.manifest import file_fingerprint, versions
+from mlx_edge.progress import progress_bar
+from mlx_edge.teacher.source import check_local_model, file_hash_of_weights
 
 COLUMNS = ("generated", "duplicates", "disagreements", "low_confidence", "surplus", "kept")
-
-
-class AugmentError(MlxEdgeError):
-    """An output that cannot be written, or that holds another run's work."""
-
-    exit_code = 7
 
 
 @dataclass
@@ -77,13 +73,34 @@ def sidecar_paths(out: Path) -> tuple[Path, Path]:
     return out.with_name(out.name + ".manifest.json"), out.with_name(out.name + ".state.json")
 
 
-def augment(*, seeds: Path, out: Path, per_class: int, llm: str | None = None, generator: Generator | None = None,
-            classes: list[str] | None = None, teacher: Path | None = None, min_confidence: float = 0.0,
-            relabel: bool = False, shots: int = 5, per_prompt: int = 10, batch_size: int = 8, max_rounds: int = 50,
-            max_tokens: int = 512, temperature: float = 0.8, top_p: float = 0.95, seed: int = 0,
-            near_duplicate: float = 0.8, min_chars: int = 3, max_chars: int = 300, text_column: str | None = None,
-            label_column: str | None = None, force: bool = False, progress: bool = True,
-            on_round: Callable[[int, int], None] | None = None) -> AugmentResult:
+def augment(
+    *,
+    seeds: Path,
+    out: Path,
+    per_class: int,
+    llm: str | None = None,
+    generator: Generator | None = None,
+    classes: list[str] | None = None,
+    teacher: Path | None = None,
+    min_confidence: float = 0.0,
+    relabel: bool = False,
+    shots: int = 5,
+    per_prompt: int = 10,
+    batch_size: int = 8,
+    max_rounds: int = 50,
+    max_tokens: int = 512,
+    temperature: float = 0.8,
+    top_p: float = 0.95,
+    seed: int = 0,
+    near_duplicate: float = 0.8,
+    min_chars: int = 3,
+    max_chars: int = 300,
+    text_column: str | None = None,
+    label_column: str | None = None,
+    force: bool = False,
+    progress: bool = True,
+    on_round: Callable[[int, int], None] | None = None,
+) -> AugmentResult:
     """Write up to `per_class` new examples per class of `seeds` to `out` (JSONL {"text","label"}).
 
     The LLM is `generator` (any object with `.name` and `.generate(prompts, ...)`) or `llm` (an
@@ -98,11 +115,24 @@ def augment(*, seeds: Path, out: Path, per_class: int, llm: str | None = None, g
     method = "llm" if (llm is not None or generator is not None) else "edits"
     llm_name = generator.name if generator is not None else llm
     setup = {
-        "seeds": file_fingerprint(seeds), "classes": classes, "per_class": per_class, "method": method,
-        "llm": llm_name, "prompt_template": PROMPT_TEMPLATE if method == "llm" else None, "shots": shots,
-        "per_prompt": per_prompt, "batch_size": batch_size, "max_tokens": max_tokens, "temperature": temperature,
-        "top_p": top_p, "seed": seed, "near_duplicate": near_duplicate, "min_chars": min_chars,
-        "max_chars": max_chars, "teacher": _teacher_setup(teacher), "min_confidence": min_confidence,
+        "seeds": file_fingerprint(seeds),
+        "classes": classes,
+        "per_class": per_class,
+        "method": method,
+        "llm": llm_name,
+        "prompt_template": PROMPT_TEMPLATE if method == "llm" else None,
+        "shots": shots,
+        "per_prompt": per_prompt,
+        "batch_size": batch_size,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "top_p": top_p,
+        "seed": seed,
+        "near_duplicate": near_duplicate,
+        "min_chars": min_chars,
+        "max_chars": max_chars,
+        "teacher": _teacher_setup(teacher),
+        "min_confidence": min_confidence,
         "relabel": relabel,
     }
     if method == "llm" and generator is None:
@@ -121,25 +151,53 @@ def augment(*, seeds: Path, out: Path, per_class: int, llm: str | None = None, g
             generator = load_generator(llm)
         judge = None
         if teacher is not None:
-            from mlx_edge.augment.clean import TeacherJudge
-
             judge = TeacherJudge(teacher, classes=classes)
         _write_manifest(manifest_path, setup, generator, counts, state["round"], done=False)
-        bar = progress_bar(per_class * len(classes), desc="augment", unit="ex", enabled=progress,
-                           initial=sum(c.kept for c in counts.values()))
+        bar = progress_bar(
+            per_class * len(classes),
+            desc="augment",
+            unit="ex",
+            enabled=progress,
+            initial=sum(c.kept for c in counts.values()),
+        )
         while short and state["round"] < max_rounds:
             number = state["round"]
             rng = random.Random(f"{seed}:{number}")  # a resumed run makes the same prompts as one that never stopped
             if method == "llm":
-                candidates = _llm_round(generator, by_class, short, rng, number, shots=shots, per_prompt=per_prompt,
-                                        batch_size=batch_size, max_tokens=max_tokens, temperature=temperature,
-                                        top_p=top_p, seed=seed, min_chars=min_chars, max_chars=max_chars)
+                candidates = _llm_round(
+                    generator,
+                    by_class,
+                    short,
+                    rng,
+                    number,
+                    shots=shots,
+                    per_prompt=per_prompt,
+                    batch_size=batch_size,
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    top_p=top_p,
+                    seed=seed,
+                    min_chars=min_chars,
+                    max_chars=max_chars,
+                )
             else:
-                candidates = [(c, t) for c in short
-                              for t in propose_edits(by_class[c], max(per_prompt, per_class - counts[c].kept), rng)
-                              if min_chars <= len(t) <= max_chars]
-            rows = _filter(candidates, counts, deduper, judge, classes=classes, per_class=per_class,
-                           min_confidence=min_confidence, relabel=relabel, near_duplicate=near_duplicate)
+                candidates = [
+                    (c, t)
+                    for c in short
+                    for t in propose_edits(by_class[c], max(per_prompt, per_class - counts[c].kept), rng)
+                    if min_chars <= len(t) <= max_chars
+                ]
+            rows = _filter(
+                candidates,
+                counts,
+                deduper,
+                judge,
+                classes=classes,
+                per_class=per_class,
+                min_confidence=min_confidence,
+                relabel=relabel,
+                near_duplicate=near_duplicate,
+            )
             state = _append(out, state_path, state, rows, counts)
             new += len(rows)
             if bar is not None:
@@ -150,11 +208,22 @@ def augment(*, seeds: Path, out: Path, per_class: int, llm: str | None = None, g
         if bar is not None:
             bar.close()
     _write_manifest(manifest_path, setup, generator, counts, state["round"], done=not short)
-    return AugmentResult(str(out), str(manifest_path), method, counts, per_class, state["round"], new, resumed,
-                         time.perf_counter() - started, short)
+    return AugmentResult(
+        str(out),
+        str(manifest_path),
+        method,
+        counts,
+        per_class,
+        state["round"],
+        new,
+        resumed,
+        time.perf_counter() - started,
+        short,
+    )
 
 
 # ------------------------------------------------------------------------------------------ inputs
+
 
 def _read_seeds(path: Path, classes: list[str] | None, text_column, label_column) -> dict[str, list[str]]:
     """Seed texts by class, in label-map order; every requested class must have at least one."""
@@ -165,9 +234,11 @@ def _read_seeds(path: Path, classes: list[str] | None, text_column, label_column
     if classes:
         missing = [c for c in classes if c not in by_class]
         if missing:
-            raise DataError(f"class {', '.join(map(repr, missing))} has no examples in {path} "
-                            f"(classes there: {', '.join(LabelMap.from_data(data).labels)})",
-                            "add a few real examples of it to the seeds, or leave it out of --classes")
+            raise DataError(
+                f"class {', '.join(map(repr, missing))} has no examples in {path} "
+                f"(classes there: {', '.join(LabelMap.from_data(data).labels)})",
+                "add a few real examples of it to the seeds, or leave it out of --classes",
+            )
         return {c: by_class[c] for c in dict.fromkeys(classes)}
     return {c: by_class[c] for c in LabelMap.from_data(data).labels}
 
@@ -175,7 +246,6 @@ def _read_seeds(path: Path, classes: list[str] | None, text_column, label_column
 def _teacher_setup(teacher: Path | None) -> dict | None:
     if teacher is None:
         return None
-    from mlx_edge.teacher.source import check_local_model, file_hash_of_weights
 
     check_local_model(Path(teacher))
     return {"path": str(Path(teacher).resolve()), "weights_sha256": file_hash_of_weights(Path(teacher))}
@@ -198,6 +268,7 @@ def _check_writable(out: Path) -> None:
 
 # ----------------------------------------------------------------------------------------- resume
 
+
 def _start(out: Path, manifest_path: Path, state_path: Path, setup: dict, force: bool) -> dict:
     """The saved state of this very setup (resume), or a fresh one; `out` cut back to what it records."""
     if force:
@@ -208,19 +279,25 @@ def _start(out: Path, manifest_path: Path, state_path: Path, setup: dict, force:
         old = manifest.get("setup") or {}
         if old != setup:
             changed = sorted(k for k in set(setup) | set(old) if old.get(k) != setup.get(k))
-            raise AugmentError(f"{out} holds an augment run with other settings (differs in: {', '.join(changed)})",
-                               "re-run the same command to continue it, or pass --force to start over")
+            raise AugmentError(
+                f"{out} holds an augment run with other settings (differs in: {', '.join(changed)})",
+                "re-run the same command to continue it, or pass --force to start over",
+            )
         size = out.stat().st_size if out.exists() else 0
         if size < state["out_bytes"]:
-            raise AugmentError(f"{out} is shorter than its state file records ({size} < {state['out_bytes']} bytes)",
-                               "it was edited or truncated: pass --force to start over")
+            raise AugmentError(
+                f"{out} is shorter than its state file records ({size} < {state['out_bytes']} bytes)",
+                "it was edited or truncated: pass --force to start over",
+            )
         if size > state["out_bytes"]:  # rows of a round that was interrupted before its state was saved
             with open(out, "r+b") as f:
                 f.truncate(state["out_bytes"])
         return state
     if out.exists() and out.stat().st_size > 0:
-        raise AugmentError(f"{out} exists and was not written by mlx-edge augment (no {state_path.name})",
-                           "choose another --out, or pass --force to replace it")
+        raise AugmentError(
+            f"{out} exists and was not written by mlx-edge augment (no {state_path.name})",
+            "choose another --out, or pass --force to replace it",
+        )
     out.write_text("", encoding="utf-8")
     state = {"round": 0, "out_bytes": 0, "counts": {}}
     atomic_write_json(manifest_path, {"kind": "augment", "setup": setup})
@@ -248,25 +325,38 @@ def _deduper(by_class: dict[str, list[str]], out: Path, threshold: float, *, nea
     return deduper
 
 
-def _append(out: Path, state_path: Path, state: dict, rows: list[tuple[str, str]],
-            counts: dict[str, ClassCounts]) -> dict:
+def _append(
+    out: Path, state_path: Path, state: dict, rows: list[tuple[str, str]], counts: dict[str, ClassCounts]
+) -> dict:
     """Append a round's rows, then record it: a crash in between is cut back on resume."""
     with open(out, "a", encoding="utf-8") as f:
         f.write("".join(json.dumps({"text": t, "label": c}, ensure_ascii=False) + "\n" for c, t in rows))
         f.flush()
         os.fsync(f.fileno())
-    state = {"round": state["round"] + 1, "out_bytes": out.stat().st_size,
-             "counts": {c: asdict(v) for c, v in counts.items()}}
+    state = {
+        "round": state["round"] + 1,
+        "out_bytes": out.stat().st_size,
+        "counts": {c: asdict(v) for c, v in counts.items()},
+    }
     atomic_write_json(state_path, state)
     return state
 
 
-def _write_manifest(path: Path, setup: dict, generator, counts: dict[str, ClassCounts], rounds: int,
-                    done: bool) -> None:
+def _write_manifest(
+    path: Path, setup: dict, generator, counts: dict[str, ClassCounts], rounds: int, done: bool
+) -> None:
     manifest = _read_json(path) if path.is_file() else {}
-    manifest.update({"kind": "augment", "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                     "versions": versions(), "setup": setup, "rounds": rounds, "complete": done,
-                     "report": {c: asdict(v) for c, v in counts.items()}})
+    manifest.update(
+        {
+            "kind": "augment",
+            "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "versions": versions(),
+            "setup": setup,
+            "rounds": rounds,
+            "complete": done,
+            "report": {c: asdict(v) for c, v in counts.items()},
+        }
+    )
     if generator is not None:
         manifest["chat_template"] = bool(getattr(generator, "chat_template", False))
     atomic_write_json(path, manifest)
@@ -274,19 +364,40 @@ def _write_manifest(path: Path, setup: dict, generator, counts: dict[str, ClassC
 
 # ------------------------------------------------------------------------------------------ rounds
 
-def _llm_round(generator, by_class, short, rng, number, *, shots, per_prompt, batch_size, max_tokens,
-               temperature, top_p, seed, min_chars, max_chars) -> list[tuple[str, str]]:
+
+def _llm_round(
+    generator,
+    by_class,
+    short,
+    rng,
+    number,
+    *,
+    shots,
+    per_prompt,
+    batch_size,
+    max_tokens,
+    temperature,
+    top_p,
+    seed,
+    min_chars,
+    max_chars,
+) -> list[tuple[str, str]]:
     """One batch of prompts spread over the classes still short; (asked class, text) candidates."""
     slots = [short[(number + i) % len(short)] for i in range(max(batch_size, 1))]
     prompts = [build_prompt(c, pick_shots(by_class[c], shots, rng), per_prompt) for c in slots]
-    answers = generator.generate(prompts, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
-                                 seed=seed * 1_000_003 + number)
-    return [(c, t) for c, answer in zip(slots, answers)
-            for t in parse_answer(answer, label=c, min_chars=min_chars, max_chars=max_chars)]
+    answers = generator.generate(
+        prompts, max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed * 1_000_003 + number
+    )
+    return [
+        (c, t)
+        for c, answer in zip(slots, answers)
+        for t in parse_answer(answer, label=c, min_chars=min_chars, max_chars=max_chars)
+    ]
 
 
-def _filter(candidates, counts, deduper, judge, *, classes, per_class, min_confidence, relabel,
-            near_duplicate) -> list[tuple[str, str]]:
+def _filter(
+    candidates, counts, deduper, judge, *, classes, per_class, min_confidence, relabel, near_duplicate
+) -> list[tuple[str, str]]:
     """Dedup, teacher check and balancing of one round's candidates; updates `counts` and `deduper`."""
     fresh = Deduper(near_duplicate)  # duplicates within this round
     pending = []
@@ -319,7 +430,6 @@ def _filter(candidates, counts, deduper, judge, *, classes, per_class, min_confi
         deduper.add(text)
         rows.append((final, text))
     return rows
-
 
 
 def format_report(result: AugmentResult) -> str:

@@ -29,7 +29,7 @@ def shingles(text: str) -> frozenset[str]:
     norm = normalize(text)
     if has_cjk(norm):
         chars = norm.replace(" ", "")
-        grams = {chars[i:i + 2] for i in range(len(chars) - 1)}
+        grams = {chars[i : i + 2] for i in range(len(chars) - 1)}
         return frozenset(grams or {chars})
     words = norm.split()
     return frozenset(words + [f"{a} {b}" for a, b in zip(words, words[1:])])

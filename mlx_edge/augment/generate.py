@@ -6,8 +6,11 @@ A generator answers a list of prompts (user messages) with a list of texts, one 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
+
+import mlx.core as mx
 
 from mlx_edge.errors import ModelError
 
@@ -15,8 +18,9 @@ from mlx_edge.errors import ModelError
 class Generator(Protocol):
     name: str
 
-    def generate(self, prompts: list[str], *, max_tokens: int, temperature: float, top_p: float,
-                 seed: int) -> list[str]: ...
+    def generate(
+        self, prompts: list[str], *, max_tokens: int, temperature: float, top_p: float, seed: int
+    ) -> list[str]: ...
 
 
 class MlxLmGenerator:
@@ -35,25 +39,23 @@ class MlxLmGenerator:
             return list(ids)
         return list(self.tokenizer.encode(prompt + "\n"))
 
-    def generate(self, prompts: list[str], *, max_tokens: int, temperature: float, top_p: float,
-                 seed: int) -> list[str]:
-        import mlx.core as mx
-        from mlx_lm.sample_utils import make_sampler
+    def generate(
+        self, prompts: list[str], *, max_tokens: int, temperature: float, top_p: float, seed: int
+    ) -> list[str]:
+        from mlx_lm.sample_utils import make_sampler  # lazy: mlx-lm is needed only when an LLM writes examples
 
         mx.random.seed(seed)
         sampler = make_sampler(temp=temperature, top_p=top_p)
         ids = [self.format(p) for p in prompts]
         try:
-            from mlx_lm import batch_generate
+            from mlx_lm import batch_generate  # lazy: mlx-lm is needed only when an LLM writes examples
         except ImportError:  # an mlx-lm without batching: one prompt at a time
             batch_generate = None
         if batch_generate is not None and len(ids) > 1:
-            return list(batch_generate(self.model, self.tokenizer, ids, max_tokens=max_tokens,
-                                       sampler=sampler).texts)
-        from mlx_lm import generate
+            return list(batch_generate(self.model, self.tokenizer, ids, max_tokens=max_tokens, sampler=sampler).texts)
+        from mlx_lm import generate  # lazy: mlx-lm is needed only when an LLM writes examples
 
-        return [generate(self.model, self.tokenizer, prompt=p, max_tokens=max_tokens, sampler=sampler)
-                for p in ids]
+        return [generate(self.model, self.tokenizer, prompt=p, max_tokens=max_tokens, sampler=sampler) for p in ids]
 
 
 class ScriptedGenerator:
@@ -64,8 +66,9 @@ class ScriptedGenerator:
         self.chat_template = False
         self.prompts: list[str] = []
 
-    def generate(self, prompts: list[str], *, max_tokens: int, temperature: float, top_p: float,
-                 seed: int) -> list[str]:
+    def generate(
+        self, prompts: list[str], *, max_tokens: int, temperature: float, top_p: float, seed: int
+    ) -> list[str]:
         out = []
         for prompt in prompts:
             out.append(self.answer(prompt, self.calls))
@@ -92,23 +95,29 @@ def load_generator(llm: str) -> MlxLmGenerator:
     if local:
         _check_llm_dir(path)
     try:
-        from mlx_lm import load
+        from mlx_lm import load  # lazy: mlx-lm is needed only when an LLM writes examples
 
         model, tokenizer = load(str(path) if local else llm)
     except Exception as exc:  # mlx-lm raises ValueError/FileNotFoundError/hub errors: all the user's to fix
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise ModelError(f"cannot load the LLM {llm}: {first}",
-                         "pass an mlx-lm model directory or hub id, e.g. mlx-community/Qwen2.5-1.5B-Instruct-4bit")
+        raise ModelError(
+            f"cannot load the LLM {llm}: {first}",
+            "pass an mlx-lm model directory or hub id, e.g. mlx-community/Qwen2.5-1.5B-Instruct-4bit",
+        ) from None
     return MlxLmGenerator(model, tokenizer, llm)
 
 
 def _check_llm_dir(path: Path) -> None:
     if not path.exists():
-        raise ModelError(f"LLM directory {path} does not exist",
-                         "pass a local mlx-lm model directory, or a hub id like mlx-community/NAME")
+        raise ModelError(
+            f"LLM directory {path} does not exist",
+            "pass a local mlx-lm model directory, or a hub id like mlx-community/NAME",
+        )
     if not path.is_dir() or not (path / "config.json").is_file():
-        raise ModelError(f"{path} is not a language model directory (no config.json)",
-                         "pass a directory made by mlx_lm.convert, or a hub id")
+        raise ModelError(
+            f"{path} is not a language model directory (no config.json)",
+            "pass a directory made by mlx_lm.convert, or a hub id",
+        )
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:

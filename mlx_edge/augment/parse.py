@@ -15,12 +15,14 @@ _MARKER = re.compile(
     r"|[(（]?\d{1,3}[.)\]:：、．）](?!\d)"  # 1. 1) (1) 1: 1、 but not "3.5%"
     r"|#\d{1,3}[.:]?"
     r"|(?:example|sample|例子?|示例)\s*\d{0,3}\s*[.:：)])\s*)+",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _QUOTES = [('"', '"'), ("'", "'"), ("“", "”"), ("‘", "’"), ("「", "」"), ("『", "』"), ("«", "»"), ("`", "`")]
 _TEXT_KEYS = ("text", "example", "sentence", "content")
 # A preamble/closing line: ends with ":" or is a typical chat phrase, not an example.
 _CHATTER = re.compile(
-    r"^(?:here (?:are|is)|sure|certainly|of course|i hope|these examples|note:|以下是|好的|当然)", re.IGNORECASE)
+    r"^(?:here (?:are|is)|sure|certainly|of course|i hope|these examples|note:|以下是|好的|当然)", re.IGNORECASE
+)
 
 
 def parse_answer(answer: str, *, label: str | None = None, min_chars: int = 3, max_chars: int = 300) -> list[str]:
@@ -87,8 +89,9 @@ def _clean_line(line: str, label: str | None) -> str:
         return ""
     line = _MARKER.sub("", line).strip()
     if label:  # "… (finance)", "… - finance", "Label: finance" trailing annotations
-        line = re.sub(rf"\s*(?:[-–—|:]\s*|\()\s*(?:label\s*[:=]\s*)?{re.escape(label)}\s*\)?\s*$", "", line,
-                      flags=re.IGNORECASE)
+        line = re.sub(
+            rf"\s*(?:[-–—|:]\s*|\()\s*(?:label\s*[:=]\s*)?{re.escape(label)}\s*\)?\s*$", "", line, flags=re.IGNORECASE
+        )
     line = re.sub(r"^\*\*(.*)\*\*$", r"\1", line)  # markdown bold around a whole line
     return _unquote(line.strip().rstrip(",").strip())
 
@@ -97,5 +100,5 @@ def _unquote(text: str) -> str:
     for _ in range(2):  # '"“text”"' happens
         for left, right in _QUOTES:
             if len(text) >= 2 and text.startswith(left) and text.endswith(right):
-                text = text[len(left):-len(right)].strip()
+                text = text[len(left) : -len(right)].strip()
     return text

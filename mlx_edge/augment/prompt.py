@@ -8,11 +8,11 @@ from mlx_edge.augment.dedup import has_cjk
 
 # Recorded verbatim in the output's manifest: a change here is a different setup.
 PROMPT_TEMPLATE = (
-    "You write training data for a text classifier. The class is \"{label}\".\n"
+    'You write training data for a text classifier. The class is "{label}".\n'
     "Real examples of this class:\n"
     "{examples}\n"
     "\n"
-    "Write {count} new examples of the class \"{label}\". Use the same language and style as the real "
+    'Write {count} new examples of the class "{label}". Use the same language and style as the real '
     "examples: similar length, similar wording, the same kind of content.{language} Do not copy the "
     "examples. Answer with one example per line, with no numbering, no quotes and no explanations."
 )

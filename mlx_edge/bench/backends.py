@@ -1,18 +1,17 @@
 """The backends a benchmark can run on, whether each is present here, and (if not) why.
 
 A backend is a framework on a device: MLX on Metal/CUDA/CPU, PyTorch on MPS/CUDA/CPU, ONNX Runtime
-on CPU, CoreML per compute unit. Each runner (`mlx_runner`, `torch_runner`, `ort_runner`) builds
-a `Task` per workload: `check()` returns the numbers compared across backends, `step()` runs one
-synchronized step.
+on CPU, CoreML per compute unit. The runners (`mlx_runner`, `torch_runner`, `ort_runner`) build
+a `tasks.Task` per workload; `run.create_runner` picks the runner for a spec.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Callable
 
-import numpy as np
+from mlx_edge.errors import BenchError
+from mlx_edge.runtime import devices
 
 
 @dataclass(frozen=True)
@@ -43,17 +42,8 @@ BACKENDS = (
 NAMES = tuple(b.name for b in BACKENDS)
 
 
-@dataclass
-class Task:
-    """One workload on one backend, built and ready: `step()` returns only after the work is done."""
-
-    check: Callable[[], dict[str, np.ndarray]]
-    step: Callable[[], None]
-
-
 def select(names: list[str] | None) -> list[BackendSpec]:
     """Specs for `names` (or all), in the canonical order; an unknown name is an error."""
-    from mlx_edge.bench.workloads import BenchError
 
     if not names:
         return list(BACKENDS)
@@ -70,8 +60,6 @@ def unavailable_reason(spec: BackendSpec) -> str | None:
     """None when `spec` can run here, else one line saying why not."""
     try:
         if spec.framework == "mlx":
-            from mlx_edge import devices
-
             kind = devices.mlx_gpu_kind()
             if spec.device == "metal" and kind != "metal":
                 return "MLX has no Metal device here (Metal needs macOS on Apple silicon)"
@@ -79,24 +67,24 @@ def unavailable_reason(spec: BackendSpec) -> str | None:
                 return "MLX has no CUDA backend here (an NVIDIA GPU and the mlx[cuda12] wheel are needed)"
             return None
         if spec.framework == "torch":
-            from mlx_edge import devices
-
             present = devices.torch_backends_available()
             if not present.get(spec.device, False):
-                import torch
+                import torch  # lazy: probing whether the framework imports is the point
 
-                why = {"cuda": f"PyTorch sees no CUDA device (torch {torch.__version__})",
-                       "mps": "PyTorch MPS needs macOS on Apple silicon"}
+                why = {
+                    "cuda": f"PyTorch sees no CUDA device (torch {torch.__version__})",
+                    "mps": "PyTorch MPS needs macOS on Apple silicon",
+                }
                 return why.get(spec.device, f"PyTorch cannot use {spec.device}")
             return None
         if spec.framework == "onnxruntime":
-            import onnxruntime  # noqa: F401
+            import onnxruntime  # noqa: F401  # lazy: probing whether the framework imports is the point
 
             return None
         if spec.framework == "coreml":
             if not coreml_can_predict():
                 return "CoreML runs predictions only on macOS (coremltools converts but cannot predict here)"
-            import coremltools  # noqa: F401
+            import coremltools  # noqa: F401  # lazy: probing whether the framework imports is the point
 
             return None
     except ImportError as exc:
@@ -107,22 +95,3 @@ def unavailable_reason(spec: BackendSpec) -> str | None:
 def coreml_can_predict() -> bool:
     """CoreML runs models only on macOS (tests replace this to run the CoreML path here)."""
     return sys.platform == "darwin"
-
-
-def create_runner(spec: BackendSpec, models, work, *, threads: int):
-    """The runner object for an available backend."""
-    if spec.framework == "mlx":
-        from mlx_edge.bench.mlx_runner import MlxRunner
-
-        return MlxRunner(spec, models)
-    if spec.framework == "torch":
-        from mlx_edge.bench.torch_runner import TorchRunner
-
-        return TorchRunner(spec, models, threads=threads)
-    if spec.framework == "onnxruntime":
-        from mlx_edge.bench.ort_runner import OrtRunner
-
-        return OrtRunner(spec, models, work, threads=threads)
-    from mlx_edge.bench.ort_runner import CoreMLRunner
-
-    return CoreMLRunner(spec, models, work)

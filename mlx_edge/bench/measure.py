@@ -12,6 +12,7 @@ import os
 import platform
 import resource
 import statistics
+import subprocess
 import sys
 import time
 
@@ -43,17 +44,24 @@ def time_steps(step, *, warmup: int, repeats: int, budget_s: float) -> list[floa
 def summarize(times: list[float]) -> dict:
     """Median, min, max and the relative spread (max - min) / median of step times."""
     median = statistics.median(times)
-    return {"median_s": median, "min_s": min(times), "max_s": max(times), "repeats": len(times),
-            "spread": (max(times) - min(times)) / median if median > 0 else 0.0, "times_s": times}
+    return {
+        "median_s": median,
+        "min_s": min(times),
+        "max_s": max(times),
+        "repeats": len(times),
+        "spread": (max(times) - min(times)) / median if median > 0 else 0.0,
+        "times_s": times,
+    }
 
 
 def peak_matmul_flops(step, n: int, *, repeats: int = 5, budget_s: float = 3.0) -> float:
     """Best-of FLOP/s of an n x n x n fp32 matmul (2 n³ FLOPs)."""
     times = time_steps(step, warmup=2, repeats=repeats, budget_s=budget_s)
-    return 2.0 * n ** 3 / min(times)
+    return 2.0 * n**3 / min(times)
 
 
 # ------------------------------------------------------------------------------------------ memory
+
 
 class ResidentPeak:
     """Peak resident memory of this process during a block, minus the resident size before it.
@@ -116,6 +124,7 @@ def _trim() -> None:
 
 # --------------------------------------------------------------------------------------- agreement
 
+
 def compare(results: dict[str, dict[str, np.ndarray]]) -> dict[str, dict]:
     """Which backends agree: each backend's verdict and the largest difference behind it.
 
@@ -131,8 +140,11 @@ def compare(results: dict[str, dict[str, np.ndarray]]) -> dict[str, dict]:
     verdicts = {}
     for name in names:
         if counts[reference] == 0:
-            verdicts[name] = {"agrees": False, "reference": None,
-                              "max_abs_diff": max(d for _, d in agree[name].values())}
+            verdicts[name] = {
+                "agrees": False,
+                "reference": None,
+                "max_abs_diff": max(d for _, d in agree[name].values()),
+            }
         elif name == reference:
             verdicts[name] = {"agrees": True, "reference": None, "max_abs_diff": 0.0}
         else:
@@ -154,10 +166,17 @@ def _close(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> tuple[bool, fl
 
 # ----------------------------------------------------------------------------------------- machine
 
+
 def machine_info() -> dict:
     """The machine, its load (others' work makes timings noisy), and the Python side."""
-    info = {"platform": platform.platform(), "machine": platform.machine(), "processor": _cpu_model(),
-            "cpus": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__}
+    info = {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": _cpu_model(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
     if hasattr(os, "getloadavg"):
         info["load_average"] = [round(x, 2) for x in os.getloadavg()]
     # settings that change CPU timings (OpenMP's spin-waiting hurts PyTorch most on a busy machine)
@@ -180,11 +199,10 @@ def _cpu_model() -> str:
         except OSError:
             pass
     if sys.platform == "darwin":
-        import subprocess
-
         try:
-            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
-                                  text=True, timeout=5).stdout.strip()
+            return subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             pass
     return platform.processor()

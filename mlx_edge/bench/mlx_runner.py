@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 from functools import partial
 
+import mlx.core as mx
+import mlx.nn as nn
+import mlx.optimizers as optim
 import numpy as np
+from mlx.utils import tree_flatten
 
-from mlx_edge.bench.backends import Task
+from mlx_edge.bench.tasks import Task
 from mlx_edge.bench.workloads import CE_WEIGHT, KD_TEMPERATURE, LEARNING_RATE, WEIGHT_DECAY
+from mlx_edge.distill import losses
+from mlx_edge.models.checkpoint import load_model
+from mlx_edge.runtime.blas import blas_info
 
 
 def _mlx_device(name: str):
     """cpu -> mx.cpu; metal/cuda -> mx.gpu (tests replace this to run the GPU path on the CPU)."""
-    import mlx.core as mx
 
     return mx.cpu if name == "cpu" else mx.gpu
 
@@ -22,7 +29,6 @@ class MlxRunner:
     memory_kind = "MLX allocator high-water mark (mx.get_peak_memory), weights included"
 
     def __init__(self, spec, models):
-        import mlx.core as mx
 
         self.spec, self.models, self.mx = spec, models, mx
         self.device = _mlx_device(spec.device)
@@ -38,11 +44,12 @@ class MlxRunner:
             mx.set_default_device(previous)
 
     def info(self) -> dict:
-        from mlx_edge._blas import blas_info
-
-        return {"version": self.mx.__version__, "device": str(self.device),
-                "blas": blas_info().name if self.spec.device == "cpu" else None,
-                "threads": _openblas_threads() if self.spec.device == "cpu" else None}
+        return {
+            "version": self.mx.__version__,
+            "device": str(self.device),
+            "blas": blas_info().name if self.spec.device == "cpu" else None,
+            "threads": _openblas_threads() if self.spec.device == "cpu" else None,
+        }
 
     def supports(self, workload) -> str | None:
         return None
@@ -60,6 +67,7 @@ class MlxRunner:
         def run(*args):
             with self.on_device():
                 return fn(*args)
+
         return run
 
     def matmul(self, n: int):
@@ -77,8 +85,6 @@ class MlxRunner:
             return self._train_task(workload, inputs)
 
     def _load(self, which: str):
-        from mlx_edge.models.checkpoint import load_model
-
         return load_model(getattr(self.models, f"{which}_dir"))
 
     def _forward_task(self, workload, inputs) -> Task:
@@ -93,11 +99,6 @@ class MlxRunner:
         return Task(self._wrap(lambda: {"logits": np.array(forward(ids, mask))}), self._wrap(step))
 
     def _train_task(self, workload, inputs) -> Task:
-        import mlx.nn as nn
-        import mlx.optimizers as optim
-        from mlx.utils import tree_flatten
-
-        from mlx_edge.distill import losses
 
         mx = self.mx
         model = self._load("student")
@@ -109,8 +110,9 @@ class MlxRunner:
             logits = model(i, m).logits
             if not kd:
                 return losses.hard_label_ce(logits, labels)
-            return (losses.soft_target_kl(logits, teacher_logits, KD_TEMPERATURE)
-                    + CE_WEIGHT * losses.hard_label_ce(logits, labels))
+            return losses.soft_target_kl(logits, teacher_logits, KD_TEMPERATURE) + CE_WEIGHT * losses.hard_label_ce(
+                logits, labels
+            )
 
         value_and_grad = nn.value_and_grad(model, loss_fn)
         optimizer = optim.AdamW(learning_rate=LEARNING_RATE, weight_decay=WEIGHT_DECAY)
@@ -152,7 +154,6 @@ class MlxRunner:
 
 
 def _openblas_threads() -> int | None:
-    import ctypes
 
     try:
         return int(ctypes.CDLL(None).openblas_get_num_threads())

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mlx_edge.bench.backends import Task
+from bridges.coreml_export import EMBEDDING, LOGITS, SequenceLengths, convert, save
+from bridges.onnx_export import export_onnx
+from bridges.torch_mirror import load_mirror, read_student_weights
+from mlx_edge.bench.tasks import Task
 
 UNSUPPORTED_TRAINING = "inference only (no training step)"
 
@@ -18,7 +21,7 @@ class OrtRunner:
     memory_kind = None  # ONNX Runtime's arena is not exposed; peak RSS covers it
 
     def __init__(self, spec, models, work: Path, *, threads: int):
-        import onnxruntime as ort
+        import onnxruntime as ort  # lazy: only when ONNX Runtime is benchmarked
 
         self.spec, self.models, self.work, self.ort, self.threads = spec, models, Path(work), ort, threads
         self._sessions = {}
@@ -45,9 +48,6 @@ class OrtRunner:
 
     def session(self, which: str):
         if which not in self._sessions:
-            from bridges.onnx_export import export_onnx
-            from bridges.torch_mirror import load_mirror, read_student_weights
-
             directory = getattr(self.models, f"{which}_dir")
             mirror = load_mirror(read_student_weights(directory), getattr(self.models, which), source=directory)
             path = self.work / f"{which}.onnx"
@@ -57,12 +57,15 @@ class OrtRunner:
         return self._sessions[which]
 
     def matmul(self, n: int):
-        import onnx
-        from onnx import TensorProto, helper
+        import onnx  # lazy: only when ONNX Runtime is benchmarked
+        from onnx import TensorProto, helper  # lazy: only when ONNX Runtime is benchmarked
 
-        graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["c"])], "matmul",
-                                  [helper.make_tensor_value_info(x, TensorProto.FLOAT, [n, n]) for x in "ab"],
-                                  [helper.make_tensor_value_info("c", TensorProto.FLOAT, [n, n])])
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["a", "b"], ["c"])],
+            "matmul",
+            [helper.make_tensor_value_info(x, TensorProto.FLOAT, [n, n]) for x in "ab"],
+            [helper.make_tensor_value_info("c", TensorProto.FLOAT, [n, n])],
+        )
         path = self.work / f"matmul{n}.onnx"
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
         model.ir_version = 8  # the newest onnx writes an IR version older runtimes refuse; opset 17 needs 8
@@ -84,7 +87,7 @@ class OrtRunner:
 
 def _load_mlmodel(path: Path, compute_units: str):
     """The saved program, ready to predict on `compute_units` (tests replace this off macOS)."""
-    import coremltools as ct
+    import coremltools as ct  # lazy: only when a CoreML backend is benchmarked (~2 s import)
 
     return ct.models.MLModel(str(path), compute_units=getattr(ct.ComputeUnit, compute_units))
 
@@ -99,7 +102,7 @@ class CoreMLRunner:
     memory_kind = None
 
     def __init__(self, spec, models, work: Path):
-        import coremltools as ct
+        import coremltools as ct  # lazy: only when a CoreML backend is benchmarked (~2 s import)
 
         self.spec, self.models, self.work, self.ct = spec, models, Path(work), ct
         self._models = {}
@@ -125,23 +128,27 @@ class CoreMLRunner:
 
     def model(self, which: str):
         if which not in self._models:
-            from bridges.coreml_export import LOGITS, EMBEDDING, SequenceLengths, convert, save
-            from bridges.torch_mirror import load_mirror, read_student_weights
-
             directory = getattr(self.models, f"{which}_dir")
             config = getattr(self.models, which)
             path = self.work / f"{which}.mlpackage"
             if not path.exists():
                 mirror = load_mirror(read_student_weights(directory), config, source=directory)
                 seq = SequenceLengths("range", (2, config.max_position_embeddings))
-                save(convert(mirror, outputs=[EMBEDDING, LOGITS], seq=seq, precision="fp32", min_target="iOS16",
-                             compute_units=self.spec.device), path)
+                save(
+                    convert(
+                        mirror,
+                        outputs=[EMBEDDING, LOGITS],
+                        seq=seq,
+                        precision="fp32",
+                        min_target="iOS16",
+                        compute_units=self.spec.device,
+                    ),
+                    path,
+                )
             self._models[which] = _load_mlmodel(path, self.spec.device)
         return self._models[which]
 
     def build(self, workload, inputs: dict) -> Task:
-        from bridges.coreml_export import LOGITS
-
         model = self.model("teacher" if workload.kind == "label" else "student")
         feeds = {"input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"]}
 

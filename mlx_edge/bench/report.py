@@ -7,8 +7,10 @@ from pathlib import Path
 
 from mlx_edge.errors import EnvironmentProblem
 
-HEADER = (f"{'workload':<20} {'backend':<16} {'median':>10} {'spread':>7} {'samples/s':>10} {'vs best':>8} "
-          f"{'GFLOP/s':>8} {'% peak':>7} {'RSS+':>8} {'dev peak':>9}")
+HEADER = (
+    f"{'workload':<20} {'backend':<16} {'median':>10} {'spread':>7} {'samples/s':>10} {'vs best':>8} "
+    f"{'GFLOP/s':>8} {'% peak':>7} {'RSS+':>8} {'dev peak':>9}"
+)
 
 
 def _time(seconds: float) -> str:
@@ -25,9 +27,11 @@ def _row(workload: str, e: dict) -> str:
         return f"{workload:<20} {backend:<16} {e['status']}: {e['reason']}"
     ratio = "fastest" if e.get("ratio") == 1.0 else (f"{e['ratio']:.2f}x" if "ratio" in e else "-")
     pct = "-" if e.get("roofline_pct") is None else f"{e['roofline_pct']:.1f}"
-    line = (f"{workload:<20} {backend:<16} {_time(e['median_s']):>10} {e['spread'] * 100:>6.0f}% "
-            f"{e['samples_per_s']:>10.1f} {ratio:>8} {e['flops_per_s'] / 1e9:>8.1f} {pct:>7} "
-            f"{_mb(e['memory']['rss_delta_bytes']):>8} {_mb(e['memory']['device_peak_bytes']):>9}")
+    line = (
+        f"{workload:<20} {backend:<16} {_time(e['median_s']):>10} {e['spread'] * 100:>6.0f}% "
+        f"{e['samples_per_s']:>10.1f} {ratio:>8} {e['flops_per_s'] / 1e9:>8.1f} {pct:>7} "
+        f"{_mb(e['memory']['rss_delta_bytes']):>8} {_mb(e['memory']['device_peak_bytes']):>9}"
+    )
     if e["status"] == "disagrees":
         a = e["agreement"]
         against = f"vs {a['reference']}" if a["reference"] else "no two backends agree"
@@ -38,10 +42,12 @@ def _row(workload: str, e: dict) -> str:
 def format_table(report: dict) -> str:
     m, model = report["machine"], report["model"]
     s, t = model["student"], model["teacher"]
-    lines = [f"model {model['description']}: student {s['layers']}x{s['hidden']} ({s['params'] / 1e6:.1f}M params), "
-             f"teacher {t['layers']}x{t['hidden']} ({t['params'] / 1e6:.1f}M)",
-             f"machine: {m['processor']}, {m['cpus']} CPUs, {m['platform']}; load average "
-             f"{_load(m.get('load_average'))} -> {_load(m.get('load_average_after'))}"]
+    lines = [
+        f"model {model['description']}: student {s['layers']}x{s['hidden']} ({s['params'] / 1e6:.1f}M params), "
+        f"teacher {t['layers']}x{t['hidden']} ({t['params'] / 1e6:.1f}M)",
+        f"machine: {m['processor']}, {m['cpus']} CPUs, {m['platform']}; load average "
+        f"{_load(m.get('load_average'))} -> {_load(m.get('load_average_after'))}",
+    ]
     versions = []
     for name, info in report["backends"].items():
         extra = ", ".join(x for x in (info.get("blas"), info.get("threads") and f"{info['threads']} threads") if x)
@@ -56,19 +62,27 @@ def format_table(report: dict) -> str:
         for i, entry in enumerate(order):
             lines.append(_row(row["name"] if i == 0 else "", entry))
     lines.append("")
-    lines.append("vs best: step time over the fastest agreeing backend's. RSS+: the process's peak resident memory "
-                 "during the workload minus before it; dev peak: MLX allocator / CUDA allocator peak (MPS: driver).")
+    lines.append(
+        "vs best: step time over the fastest agreeing backend's. RSS+: the process's peak resident memory "
+        "during the workload minus before it; dev peak: MLX allocator / CUDA allocator peak (MPS: driver)."
+    )
     for item in report["skipped"]:
         lines.append(f"skipped {item['backend']}: {item['reason']}")
     for d in report["disagreements"]:
-        lines.append(f"WARNING: {d['backend']} disagrees on {d['workload']} (max |diff| {d['max_abs_diff']:.3g}"
-                     f"{' vs ' + d['reference'] if d['reference'] else ''}); its timings are not ranked")
+        lines.append(
+            f"WARNING: {d['backend']} disagrees on {d['workload']} (max |diff| {d['max_abs_diff']:.3g}"
+            f"{' vs ' + d['reference'] if d['reference'] else ''}); its timings are not ranked"
+        )
     busy = max((m.get("load_average") or [0])[0], (m.get("load_average_after") or [0])[0])
     if m.get("cpus") and busy > m["cpus"]:
-        hint = "" if m.get("environment", {}).get("OMP_WAIT_POLICY", "").upper() == "PASSIVE" else \
-            "; PyTorch's spin-waiting OpenMP threads suffer most (set OMP_WAIT_POLICY=PASSIVE or --threads 1)"
-        lines.append(f"NOTE: load average {busy:.1f} > {m['cpus']} CPUs: other work shared the cores, "
-                     f"so timings are noisy{hint}")
+        hint = (
+            ""
+            if m.get("environment", {}).get("OMP_WAIT_POLICY", "").upper() == "PASSIVE"
+            else "; PyTorch's spin-waiting OpenMP threads suffer most (set OMP_WAIT_POLICY=PASSIVE or --threads 1)"
+        )
+        lines.append(
+            f"NOTE: load average {busy:.1f} > {m['cpus']} CPUs: other work shared the cores, so timings are noisy{hint}"
+        )
     if m.get("environment"):
         lines.append("environment: " + " ".join(f"{k}={v}" for k, v in m["environment"].items()))
     lines.append(f"total {report['wall_s']:.0f} s")
@@ -94,15 +108,17 @@ def write_json(report: dict, path: Path) -> Path:
 def write_plot(report: dict, path: Path) -> Path:
     """One group of bars per workload: samples/s of every backend that ran (log scale), hatched if it disagrees."""
     try:
-        import matplotlib
+        import matplotlib  # lazy: optional (the plot extra)
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # lazy: optional (the plot extra)
     except ImportError as exc:
         raise EnvironmentProblem(f"--plot needs matplotlib ({exc})", 'pip install "mlx-edge[plot]"') from None
     rows = report["workloads"]
-    backends = sorted({e["backend"] for r in rows for e in r["results"] if "samples_per_s" in e},
-                      key=lambda b: list(report["backends"]).index(b))
+    backends = sorted(
+        {e["backend"] for r in rows for e in r["results"] if "samples_per_s" in e},
+        key=lambda b: list(report["backends"]).index(b),
+    )
     width = 0.8 / max(1, len(backends))
     fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(rows) + 2), 4.5), dpi=100)
     for j, backend in enumerate(backends):

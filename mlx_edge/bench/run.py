@@ -3,23 +3,41 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from mlx_edge.bench import measure
-from mlx_edge.bench.backends import create_runner, select, unavailable_reason
+from mlx_edge.bench import measure  # the submodule, not the package
+from mlx_edge.bench.backends import select, unavailable_reason
+from mlx_edge.bench.mlx_runner import MlxRunner
+from mlx_edge.bench.ort_runner import CoreMLRunner, OrtRunner
+from mlx_edge.bench.torch_runner import TorchRunner
 from mlx_edge.bench.workloads import DEFAULT_KINDS, make_inputs, plan, prepare_models, workload_flops
 
 SCHEMA_VERSION = 1
 
 
-def bench(*, model: str = "tiny", backends: list[str] | None = None, workloads=DEFAULT_KINDS,
-          seq_lens=(32, 128), infer_batches=(1, 32), train_batch: int = 32, train_seq: int | None = None,
-          warmup: int = 2, repeats: int = 5, budget_s: float = 6.0, matmul_n: int | None = None,
-          threads: int | None = None, teacher: Path | None = None, seed: int = 0,
-          work_dir: Path | None = None, log: Callable[[str], None] | None = None) -> dict:
+def bench(
+    *,
+    model: str = "tiny",
+    backends: list[str] | None = None,
+    workloads=DEFAULT_KINDS,
+    seq_lens=(32, 128),
+    infer_batches=(1, 32),
+    train_batch: int = 32,
+    train_seq: int | None = None,
+    warmup: int = 2,
+    repeats: int = 5,
+    budget_s: float = 6.0,
+    matmul_n: int | None = None,
+    threads: int | None = None,
+    teacher: Path | None = None,
+    seed: int = 0,
+    work_dir: Path | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict:
     """Run every workload on every backend present; returns the JSON-ready report.
 
     Report keys: model (shapes, params), machine (CPU, load, thread variables), backends (version,
@@ -34,8 +52,9 @@ def bench(*, model: str = "tiny", backends: list[str] | None = None, workloads=D
     started = time.perf_counter()
     _passive_openmp()
     threads = threads or os.cpu_count() or 1
-    planned = plan(workloads, seq_lens=seq_lens, infer_batches=infer_batches, train_batch=train_batch,
-                   train_seq=train_seq)
+    planned = plan(
+        workloads, seq_lens=seq_lens, infer_batches=infer_batches, train_batch=train_batch, train_seq=train_seq
+    )
     specs = select(backends)
     machine = measure.machine_info()
     with tempfile.TemporaryDirectory(prefix="mlx-edge-bench-") as tmp:
@@ -70,18 +89,37 @@ def bench(*, model: str = "tiny", backends: list[str] | None = None, workloads=D
     machine["load_average_after"] = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
     return {
         "schema_version": SCHEMA_VERSION,
-        "model": {"name": model, "description": models.description, "student": _shape(models, "student"),
-                  "teacher": _shape(models, "teacher")},
+        "model": {
+            "name": model,
+            "description": models.description,
+            "student": _shape(models, "student"),
+            "teacher": _shape(models, "teacher"),
+        },
         "machine": machine,
         "backends": info,
         "skipped": skipped,
         "peak_matmul": peaks,
         "workloads": rows,
-        "disagreements": [{"workload": r["name"], "backend": e["backend"], "reference": e["agreement"]["reference"],
-                           "max_abs_diff": e["agreement"]["max_abs_diff"]}
-                          for r in rows for e in r["results"] if e["status"] == "disagrees"],
-        "settings": {"warmup": warmup, "repeats": repeats, "budget_s": budget_s, "threads": threads, "seed": seed,
-                     "rtol": measure.RTOL, "atol": measure.ATOL},
+        "disagreements": [
+            {
+                "workload": r["name"],
+                "backend": e["backend"],
+                "reference": e["agreement"]["reference"],
+                "max_abs_diff": e["agreement"]["max_abs_diff"],
+            }
+            for r in rows
+            for e in r["results"]
+            if e["status"] == "disagrees"
+        ],
+        "settings": {
+            "warmup": warmup,
+            "repeats": repeats,
+            "budget_s": budget_s,
+            "threads": threads,
+            "seed": seed,
+            "rtol": measure.RTOL,
+            "atol": measure.ATOL,
+        },
         "wall_s": time.perf_counter() - started,
     }
 
@@ -94,7 +132,6 @@ def _passive_openmp() -> None:
     spinning also steals the cores the next backend is timed on. Takes effect only if torch is not
     loaded yet; the report records the setting.
     """
-    import sys
 
     if "torch" not in sys.modules:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -102,9 +139,16 @@ def _passive_openmp() -> None:
 
 def _shape(models, which: str) -> dict:
     c = getattr(models, which)
-    return {"layers": c.num_hidden_layers, "hidden": c.hidden_size, "heads": c.num_attention_heads,
-            "ffn": c.intermediate_size, "vocab": c.vocab_size, "labels": c.num_labels, "act": c.hidden_act,
-            "params": models.params(which)}
+    return {
+        "layers": c.num_hidden_layers,
+        "hidden": c.hidden_size,
+        "heads": c.num_attention_heads,
+        "ffn": c.intermediate_size,
+        "vocab": c.vocab_size,
+        "labels": c.num_labels,
+        "act": c.hidden_act,
+        "params": models.params(which),
+    }
 
 
 def matmul_size(spec, override: int | None = None) -> int:
@@ -145,9 +189,16 @@ def _run_one(runner, workload, inputs, warmup, repeats, budget_s, log):
         return {**entry, "status": "failed", "reason": f"{type(exc).__name__}: {exc}"}, None
     stats = measure.summarize(times)
     log(f"{name:<16} {workload.name:<22} {stats['median_s'] * 1e3:9.1f} ms  (x{stats['repeats']})")
-    entry.update(status="ok", **stats, memory={
-        "rss_delta_bytes": rss.delta, "rss_exact": rss.exact,
-        "device_peak_bytes": device_peak, "device_peak_kind": runner.memory_kind if device_peak is not None else None})
+    entry.update(
+        status="ok",
+        **stats,
+        memory={
+            "rss_delta_bytes": rss.delta,
+            "rss_exact": rss.exact,
+            "device_peak_bytes": device_peak,
+            "device_peak_kind": runner.memory_kind if device_peak is not None else None,
+        },
+    )
     return entry, check
 
 
@@ -169,5 +220,20 @@ def _finish(workload, flops: float, entries: dict, verdicts: dict, peaks: dict) 
     ranked = sorted((e for e in entries.values() if e["status"] == "ok"), key=lambda e: e["median_s"])
     for entry in ranked:
         entry["ratio"] = entry["median_s"] / ranked[0]["median_s"]
-    return {**workload.to_dict(), "flops": flops, "fastest": ranked[0]["backend"] if ranked else None,
-            "results": list(entries.values())}
+    return {
+        **workload.to_dict(),
+        "flops": flops,
+        "fastest": ranked[0]["backend"] if ranked else None,
+        "results": list(entries.values()),
+    }
+
+
+def create_runner(spec, models, work, *, threads: int):
+    """The runner object for an available backend."""
+    if spec.framework == "mlx":
+        return MlxRunner(spec, models)
+    if spec.framework == "torch":
+        return TorchRunner(spec, models, threads=threads)
+    if spec.framework == "onnxruntime":
+        return OrtRunner(spec, models, work, threads=threads)
+    return CoreMLRunner(spec, models, work)

@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
-from mlx_edge.bench.backends import Task
+import os
+
+from bridges.torch_mirror import load_mirror, read_student_weights
+from mlx_edge.bench.tasks import Task
 from mlx_edge.bench.workloads import CE_WEIGHT, KD_TEMPERATURE, LEARNING_RATE, WEIGHT_DECAY
 
 
 def _torch_device(name: str):
     """The torch.device for a backend (tests replace this to run the CUDA/MPS path on the CPU)."""
-    import torch
+    import torch  # lazy: only when a PyTorch backend is benchmarked
 
     return torch.device(name)
 
 
 class TorchRunner:
     def __init__(self, spec, models, *, threads: int):
-        import torch
+        import torch  # lazy: only when a PyTorch backend is benchmarked
 
         self.spec, self.models, self.torch = spec, models, torch
         if spec.device == "mps":  # ops MPS lacks fall back to the CPU instead of failing
-            import os
-
             os.environ.setdefault("PYTORCH_ENABLE_MPS_FALLBACK", "1")
         torch.set_num_threads(threads)
         self.device = _torch_device(spec.device)
@@ -28,8 +29,10 @@ class TorchRunner:
 
     @property
     def memory_kind(self) -> str | None:
-        return {"cuda": "torch.cuda.max_memory_allocated (tensors, weights included)",
-                "mps": "torch.mps.driver_allocated_memory after the workload (not a peak)"}.get(self.spec.device)
+        return {
+            "cuda": "torch.cuda.max_memory_allocated (tensors, weights included)",
+            "mps": "torch.mps.driver_allocated_memory after the workload (not a peak)",
+        }.get(self.spec.device)
 
     def info(self) -> dict:
         return {"version": self.torch.__version__, "device": str(self.device), "threads": self.torch.get_num_threads()}
@@ -72,8 +75,6 @@ class TorchRunner:
         return step
 
     def _load(self, which: str):
-        from bridges.torch_mirror import load_mirror, read_student_weights
-
         directory = getattr(self.models, f"{which}_dir")
         if which not in self._weights:
             self._weights[which] = read_student_weights(directory)
@@ -119,8 +120,12 @@ class TorchRunner:
             if workload.kind == "train":
                 return ce
             # KL(teacher || student) of the softened distributions, batch mean, times T² (as in MLX)
-            kd = F.kl_div(F.log_softmax(logits / t, -1), F.log_softmax(teacher_logits() / t, -1),
-                          reduction="batchmean", log_target=True) * (t * t)
+            kd = F.kl_div(
+                F.log_softmax(logits / t, -1),
+                F.log_softmax(teacher_logits() / t, -1),
+                reduction="batchmean",
+                log_target=True,
+            ) * (t * t)
             return kd + CE_WEIGHT * ce
 
         def check():

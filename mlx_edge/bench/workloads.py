@@ -7,28 +7,27 @@ from pathlib import Path
 
 import numpy as np
 
-from mlx_edge.errors import MlxEdgeError
+from mlx_edge.distill.student import PRESETS
+from mlx_edge.errors import BenchError
+from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, init_weights
+from mlx_edge.models.checkpoint import load_config, load_model, save_model
 
 KINDS = ("infer", "train", "distill", "distill-cached", "label")
 DEFAULT_KINDS = ("infer", "train", "distill", "label")
 LABELS = ["finance", "health", "life", "study", "travel", "work"]
 MINILM_VOCAB = 30522
 # The default teacher of the distillation and labeling workloads: the MiniLM-L6 shape (6 x 384).
-TEACHER_SHAPE = dict(num_hidden_layers=6, hidden_size=384, num_attention_heads=12, intermediate_size=1536,
-                     hidden_act="gelu")
-BASE_SHAPE = dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
-                  hidden_act="gelu")
+TEACHER_SHAPE = dict(
+    num_hidden_layers=6, hidden_size=384, num_attention_heads=12, intermediate_size=1536, hidden_act="gelu"
+)
+BASE_SHAPE = dict(
+    num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072, hidden_act="gelu"
+)
 # Dropout is off on every backend: the PyTorch mirror has none, and a deterministic step can be
 # compared across backends (dropout is a few elementwise ops; it does not change the picture).
 NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout=0.0)
 KD_TEMPERATURE, CE_WEIGHT = 2.0, 0.1
 LEARNING_RATE, WEIGHT_DECAY = 1e-4, 0.01
-
-
-class BenchError(MlxEdgeError):
-    """A benchmark that cannot be set up as asked."""
-
-    exit_code = 9
 
 
 @dataclass(frozen=True)
@@ -53,8 +52,9 @@ class Workload:
         return {"name": self.name, **asdict(self)}
 
 
-def plan(kinds=DEFAULT_KINDS, *, seq_lens=(32, 128), infer_batches=(1, 32), train_batch=32,
-         train_seq: int | None = None) -> list[Workload]:
+def plan(
+    kinds=DEFAULT_KINDS, *, seq_lens=(32, 128), infer_batches=(1, 32), train_batch=32, train_seq: int | None = None
+) -> list[Workload]:
     """The workloads for `kinds`: inference at every (batch, length), the others at one size."""
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
@@ -77,13 +77,14 @@ def make_inputs(workload: Workload, vocab_size: int, num_labels: int, seed: int 
     ids = rng.integers(min(1000, vocab_size // 2), vocab_size, size=(b, n)).astype(np.int32)
     ids[:, 0] = min(101, vocab_size - 1)
     mask = np.ones((b, n), dtype=np.int32)
-    mask[1::2, max(2, (3 * n) // 4):] = 0  # padding, as real batches have
+    mask[1::2, max(2, (3 * n) // 4) :] = 0  # padding, as real batches have
     ids[mask == 0] = 0
     labels = rng.integers(0, num_labels, size=b).astype(np.int32)
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
 # ------------------------------------------------------------------------------------------ FLOPs
+
 
 def forward_flops(config, batch: int, seq: int) -> float:
     """Multiply-adds x 2 of one forward pass: the projections, FFN, attention matmuls, pooler, head.
@@ -109,6 +110,7 @@ def workload_flops(workload: Workload, student, teacher) -> float:
 
 # ----------------------------------------------------------------------------------------- models
 
+
 @dataclass
 class Models:
     """The student and teacher as HF directories (every backend loads these same weights)."""
@@ -130,9 +132,6 @@ class Models:
 def prepare_models(model: str, work: Path, *, teacher: Path | None = None, seed: int = 0) -> Models:
     """`model`: tiny | small | base (random, seeded) or an HF BERT directory. The teacher: a random
     MiniLM-L6-shaped BERT with the student's vocabulary and labels, unless `teacher` names a directory."""
-    from mlx_edge.distill.student import PRESETS
-    from mlx_edge.models.bert import BertConfig
-    from mlx_edge.models.checkpoint import load_config
 
     if model in PRESETS or model == "base":
         shape = BASE_SHAPE if model == "base" else PRESETS[model]
@@ -144,27 +143,32 @@ def prepare_models(model: str, work: Path, *, teacher: Path | None = None, seed:
         student_dir = _resave(Path(model), config, work / "student", seed)
         description = str(model)
     else:
-        raise BenchError(f"--model {model!r} is neither a preset nor a directory",
-                         f"use one of {', '.join([*PRESETS, 'base'])} or an HF BERT directory")
+        raise BenchError(
+            f"--model {model!r} is neither a preset nor a directory",
+            f"use one of {', '.join([*PRESETS, 'base'])} or an HF BERT directory",
+        )
     if teacher is not None:
         t_config = replace(load_config(teacher), **NO_DROPOUT)
         if t_config.vocab_size != config.vocab_size:
-            raise BenchError(f"teacher vocab {t_config.vocab_size} != student vocab {config.vocab_size}",
-                             "pass a teacher with the student's tokenizer")
+            raise BenchError(
+                f"teacher vocab {t_config.vocab_size} != student vocab {config.vocab_size}",
+                "pass a teacher with the student's tokenizer",
+            )
         t_config.id2label = dict(config.id2label)
         teacher_dir = _resave(teacher, t_config, work / "teacher", seed + 1)
     else:
-        t_config = BertConfig(**TEACHER_SHAPE, vocab_size=config.vocab_size,
-                              max_position_embeddings=config.max_position_embeddings,
-                              id2label=dict(config.id2label), **NO_DROPOUT)
+        t_config = BertConfig(
+            **TEACHER_SHAPE,
+            vocab_size=config.vocab_size,
+            max_position_embeddings=config.max_position_embeddings,
+            id2label=dict(config.id2label),
+            **NO_DROPOUT,
+        )
         teacher_dir = _save_random(t_config, work / "teacher", seed + 1)
     return Models(student_dir, teacher_dir, config, t_config, description)
 
 
 def _save_random(config, out: Path, seed: int) -> Path:
-    from mlx_edge.models.bert import BertForSequenceClassification, init_weights
-    from mlx_edge.models.checkpoint import save_model
-
     model = BertForSequenceClassification(config)
     init_weights(model, seed=seed)
     return save_model(model, out)
@@ -172,8 +176,6 @@ def _save_random(config, out: Path, seed: int) -> Path:
 
 def _resave(source: Path, config, out: Path, seed: int) -> Path:
     """Load a directory (a bare encoder gets a seeded head) and save it with dropout off."""
-    from mlx_edge.models.checkpoint import load_model, save_model
-
     model = load_model(source, labels=config.labels, seed=seed)
     model.config = config
     return save_model(model, out)

@@ -10,23 +10,27 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
+import mlx.core as mx
 import numpy as np
+from mlx.utils import tree_flatten
 
-from mlx_edge.cpu_streams import resolve_shards
 from mlx_edge.data import LabelMap, bucketed_batches, collate, read_labeled, split_dev
 from mlx_edge.distill.loop import LoopConfig, Schedule, Trainable, run_loop
-from mlx_edge.distill.student import DistillError, init_student, parse_layer_map, student_config
+from mlx_edge.distill.student import init_student, parse_layer_map, student_config
+from mlx_edge.errors import DistillError, TargetsError, WorkMismatch
 from mlx_edge.fileio import fingerprint
 from mlx_edge.manifest import file_fingerprint, read_manifest, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1
-
-
-class WorkMismatch(DistillError):
-    """An interrupted run's work directory made with other settings."""
+from mlx_edge.models.checkpoint import load_model, save_model
+from mlx_edge.models.tokenizer import load_tokenizer
+from mlx_edge.runtime.cpu_streams import resolve_shards, sharded_forward
+from mlx_edge.runtime.devices import mlx_device
+from mlx_edge.targets import TargetsCache, text_hash
+from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, head_labels, tokenizer_hash
 
 
 @dataclass
@@ -51,20 +55,30 @@ class DistillReport:
     resumed: bool
 
 
-def distill(*, teacher: Path, train: Path, out: Path, dev: Path | None = None, targets: Path | None = None,
-            student: str = "tiny", init: str = "random", init_layers: list[int] | None = None,
-            layer_map: str | None = None, max_length: int | None = None, loop: LoopConfig | None = None,
-            dev_fraction: float = 0.1, text_column: str | None = None, label_column: str | None = None,
-            device: str = "auto", force: bool = False, restart: bool = False, progress: bool = True,
-            on_step: Callable | None = None, on_epoch: Callable | None = None) -> DistillReport:
+def distill(
+    *,
+    teacher: Path,
+    train: Path,
+    out: Path,
+    dev: Path | None = None,
+    targets: Path | None = None,
+    student: str = "tiny",
+    init: str = "random",
+    init_layers: list[int] | None = None,
+    layer_map: str | None = None,
+    max_length: int | None = None,
+    loop: LoopConfig | None = None,
+    dev_fraction: float = 0.1,
+    text_column: str | None = None,
+    label_column: str | None = None,
+    device: str = "auto",
+    force: bool = False,
+    restart: bool = False,
+    progress: bool = True,
+    on_step: Callable | None = None,
+    on_epoch: Callable | None = None,
+) -> DistillReport:
     """Distill `teacher` into a `student` (preset, config JSON or directory) and write it to `out`."""
-    import mlx.core as mx
-    from mlx.utils import tree_flatten
-
-    from mlx_edge.devices import mlx_device
-    from mlx_edge.models.checkpoint import load_model, save_model
-    from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, head_labels, tokenizer_hash
-    from mlx_edge.tokenizer import load_tokenizer
 
     loop = loop or LoopConfig()
     teacher, out = Path(teacher), Path(out)
@@ -87,16 +101,18 @@ def distill(*, teacher: Path, train: Path, out: Path, dev: Path | None = None, t
 
     cache = None
     if targets is not None:
-        from mlx_edge.targets import TargetsCache, TargetsError
-
         cache = TargetsCache.open(targets)
         max_length = max_length or cache.manifest["max_length"]
         cache.check_compatible(tokenizer_hash=tokenizer_hash(teacher), max_length=max_length, labels=labels)
         if cache.manifest["teacher_hash"] != file_hash_of_weights(teacher):
-            raise TargetsError(f"targets in {targets} were made by another teacher (weights differ)",
-                               "label again with this teacher, or pass the teacher that made them")
-    max_length = min(max_length or (read_manifest(teacher) or {}).get("max_length", 128),
-                     teacher_model.config.max_position_embeddings)
+            raise TargetsError(
+                f"targets in {targets} were made by another teacher (weights differ)",
+                "label again with this teacher, or pass the teacher that made them",
+            )
+    max_length = min(
+        max_length or (read_manifest(teacher) or {}).get("max_length", 128),
+        teacher_model.config.max_position_embeddings,
+    )
     tokenizer = load_tokenizer(teacher)
 
     def encode(texts):
@@ -108,31 +124,56 @@ def distill(*, teacher: Path, train: Path, out: Path, dev: Path | None = None, t
     config, source = student_config(student, teacher_model.config)
     mapping = parse_layer_map(layer_map, config.num_hidden_layers, teacher_model.config.num_hidden_layers)
     terms_on = {k for k, w in loop.weights.items() if w.ever_on}
-    provider = (_cache_targets(cache, train_data.texts, mapping, terms_on, targets) if cache is not None
-                else _live_targets(teacher_model, mapping, terms_on, resolve_shards(loop.cpu_shards, loop.batch_size)))
+    provider = (
+        _cache_targets(cache, train_data.texts, mapping, terms_on, targets)
+        if cache is not None
+        else _live_targets(teacher_model, mapping, terms_on, resolve_shards(loop.cpu_shards, loop.batch_size))
+    )
 
     work = out.with_name(f".{out.name}.work")
     setup = fingerprint(teacher, train, dev, targets, student, init, init_layers, mapping, max_length, loop, config)
     resumed = _prepare_work(work, setup, restart)
     mx.random.seed(loop.seed)  # the projections (and MLX's default layer init) draw from the global key
-    model = init_student(config, mode="student" if source is not None else init, seed=loop.seed,
-                         teacher=teacher_model, teacher_layers=init_layers, source=source)
+    model = init_student(
+        config,
+        mode="student" if source is not None else init,
+        seed=loop.seed,
+        teacher=teacher_model,
+        teacher_layers=init_layers,
+        source=source,
+    )
     trainable = Trainable(model, teacher_model.config.hidden_size, "hidden" in terms_on, "embedding" in terms_on)
 
     teacher_pred, _ = _predict(teacher_model, dev_ids, tokenizer.pad_id)
 
     def evaluate() -> dict:
         pred, _ = _predict(model, dev_ids, tokenizer.pad_id)
-        return {"dev_accuracy": accuracy(pred, dev_y), "dev_macro_f1": macro_f1(pred, dev_y, len(labels)),
-                "teacher_agreement": accuracy(pred, teacher_pred)}
+        return {
+            "dev_accuracy": accuracy(pred, dev_y),
+            "dev_macro_f1": macro_f1(pred, dev_y, len(labels)),
+            "teacher_agreement": accuracy(pred, teacher_pred),
+        }
 
     def save_best() -> None:
         save_model(model, work / "best", tokenizer_from=teacher)
 
-    result = run_loop(trainable=trainable, config=loop, layer_map=mapping, terms_on=terms_on, train_ids=train_ids,
-                      train_labels=train_y, pad_id=tokenizer.pad_id, max_width=max_length, targets=provider,
-                      evaluate=evaluate, save_best=save_best, work=work, progress=progress, on_step=on_step,
-                      on_epoch=on_epoch)
+    result = run_loop(
+        trainable=trainable,
+        config=loop,
+        layer_map=mapping,
+        terms_on=terms_on,
+        train_ids=train_ids,
+        train_labels=train_y,
+        pad_id=tokenizer.pad_id,
+        max_width=max_length,
+        targets=provider,
+        evaluate=evaluate,
+        save_best=save_best,
+        work=work,
+        progress=progress,
+        on_step=on_step,
+        on_epoch=on_epoch,
+    )
 
     best = load_model(work / "best", require_head=True)
     best_pred, student_seconds = _predict(best, dev_ids, tokenizer.pad_id, repeats=3)
@@ -143,29 +184,53 @@ def distill(*, teacher: Path, train: Path, out: Path, dev: Path | None = None, t
 
     teacher_acc, student_acc = accuracy(teacher_pred, dev_y), accuracy(best_pred, dev_y)
     report = DistillReport(
-        out_dir=str(out), teacher_dev_accuracy=teacher_acc, student_dev_accuracy=student_acc,
-        retained=student_acc / teacher_acc if teacher_acc else 0.0, agreement=accuracy(best_pred, teacher_pred),
-        teacher_parameters=count(teacher_model), student_parameters=count(best),
-        teacher_file_bytes=_weights_bytes(teacher), student_file_bytes=_weights_bytes(work / "best"),
-        teacher_samples_per_second=len(dev_ids) / teacher_seconds, student_samples_per_second=len(dev_ids) / student_seconds,
-        speedup=teacher_seconds / student_seconds, best_epoch=result.best_epoch, epochs_run=result.epochs_run,
-        steps=result.steps, train_samples_per_second=result.samples_per_second, stopped_early=result.stopped_early,
-        resumed=resumed)
-    _finish(work, out, report, setup, teacher=teacher, train=train, dev=dev, targets=targets, mapping=mapping,
-            loop=loop, init=init, max_length=max_length, student=student)
+        out_dir=str(out),
+        teacher_dev_accuracy=teacher_acc,
+        student_dev_accuracy=student_acc,
+        retained=student_acc / teacher_acc if teacher_acc else 0.0,
+        agreement=accuracy(best_pred, teacher_pred),
+        teacher_parameters=count(teacher_model),
+        student_parameters=count(best),
+        teacher_file_bytes=_weights_bytes(teacher),
+        student_file_bytes=_weights_bytes(work / "best"),
+        teacher_samples_per_second=len(dev_ids) / teacher_seconds,
+        student_samples_per_second=len(dev_ids) / student_seconds,
+        speedup=teacher_seconds / student_seconds,
+        best_epoch=result.best_epoch,
+        epochs_run=result.epochs_run,
+        steps=result.steps,
+        train_samples_per_second=result.samples_per_second,
+        stopped_early=result.stopped_early,
+        resumed=resumed,
+    )
+    _finish(
+        work,
+        out,
+        report,
+        setup,
+        teacher=teacher,
+        train=train,
+        dev=dev,
+        targets=targets,
+        mapping=mapping,
+        loop=loop,
+        init=init,
+        max_length=max_length,
+        student=student,
+    )
     mx.clear_cache()
     return report
 
 
 def _cache_targets(cache, texts, mapping, terms_on, targets_dir):
-    from mlx_edge.targets import text_hash
-
     hashes = [text_hash(t) for t in texts]
     row_of = cache.row_of_hash()
     missing = sum(h not in row_of for h in hashes)
     if missing:
-        raise DistillError(f"{missing} of {len(texts)} training texts are not in the targets cache {targets_dir}",
-                           "label the same training file(s): mlx-edge teacher label --data ...")
+        raise DistillError(
+            f"{missing} of {len(texts)} training texts are not in the targets cache {targets_dir}",
+            "label the same training file(s): mlx-edge teacher label --data ...",
+        )
     rows_in_cache = np.array([row_of[h] for h in hashes])
     logits = cache.load(("logits",))["logits"]
     hidden_have, attention_have = cache.available()
@@ -175,47 +240,60 @@ def _cache_targets(cache, texts, mapping, terms_on, targets_dir):
     needed_hidden = sorted({int(k.split(".")[1]) for k in hidden_keys + embedding_keys} - set(hidden_have))
     needed_attention = sorted({int(k.split(".")[1]) for k in attention_keys} - set(attention_have))
     if needed_hidden or needed_attention:
-        flags = (f" --hidden-layers {','.join(map(str, needed_hidden))}" if needed_hidden else "") + \
-                (f" --attention-layers {','.join(map(str, needed_attention))}" if needed_attention else "")
-        raise DistillError(f"the targets cache lacks teacher layers these losses need (hidden {needed_hidden}, "
-                           f"attention {needed_attention})", f"re-label with{flags}, or set those loss weights to 0")
+        flags = (f" --hidden-layers {','.join(map(str, needed_hidden))}" if needed_hidden else "") + (
+            f" --attention-layers {','.join(map(str, needed_attention))}" if needed_attention else ""
+        )
+        raise DistillError(
+            f"the targets cache lacks teacher layers these losses need (hidden {needed_hidden}, "
+            f"attention {needed_attention})",
+            f"re-label with{flags}, or set those loss weights to 0",
+        )
 
     def provide(rows, input_ids, mask):
         cache_rows = rows_in_cache[rows]
         width = input_ids.shape[1]
         got = cache.gather(cache_rows, width, hidden_keys + attention_keys + embedding_keys)
-        return {"logits": logits[cache_rows], "hidden": [got[k] for k in hidden_keys],
-                "attention": [got[k] for k in attention_keys],
-                "embedding": got["hidden.0"] if embedding_keys else None}
+        return {
+            "logits": logits[cache_rows],
+            "hidden": [got[k] for k in hidden_keys],
+            "attention": [got[k] for k in attention_keys],
+            "embedding": got["hidden.0"] if embedding_keys else None,
+        }
 
     return provide
 
 
 def _live_targets(teacher_model, mapping, terms_on, shards: int):
     """The teacher's outputs for a batch, computed lazily (the loop evaluates them) on `shards` CPU streams."""
-    import mlx.core as mx
-
-    from mlx_edge.cpu_streams import sharded_forward
 
     order = sorted(mapping)
     want_hidden = bool(terms_on & {"hidden", "embedding"})
     want_attention = "attention" in terms_on
 
     def provide(rows, input_ids, mask):
-        out = sharded_forward(teacher_model, mx.array(input_ids), mx.array(mask), shards,
-                              output_hidden_states=want_hidden, output_attentions=want_attention)
+        out = sharded_forward(
+            teacher_model,
+            mx.array(input_ids),
+            mx.array(mask),
+            shards,
+            output_hidden_states=want_hidden,
+            output_attentions=want_attention,
+        )
         hidden = [out.hidden_states[mapping[i] + 1] for i in order] if "hidden" in terms_on else []
         attention = [out.attentions[mapping[i]] for i in order] if want_attention else []
         embedding = out.hidden_states[0] if "embedding" in terms_on else None
-        return {"logits": mx.stop_gradient(out.logits), "hidden": hidden, "attention": attention,
-                "embedding": embedding}
+        return {
+            "logits": mx.stop_gradient(out.logits),
+            "hidden": hidden,
+            "attention": attention,
+            "embedding": embedding,
+        }
 
     return provide
 
 
 def _predict(model, ids, pad_id: int, *, batch_size: int = 32, repeats: int = 1) -> tuple[np.ndarray, float]:
     """Argmax labels in input order, and the best-of-`repeats` wall time of the pass (after a warm-up)."""
-    import mlx.core as mx
 
     was_training = model.training
     model.eval()
@@ -237,8 +315,6 @@ def _weights_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in Path(directory).glob("model*.safetensors"))
 
 
-
-
 def _prepare_work(work: Path, setup: str, restart: bool) -> bool:
     """True when resuming an interrupted run of this very setup."""
     marker = work / "setup.json"
@@ -246,8 +322,10 @@ def _prepare_work(work: Path, setup: str, restart: bool) -> bool:
         shutil.rmtree(work)
     if work.exists():
         if json.loads(marker.read_text())["setup"] != setup:
-            raise WorkMismatch(f"{work} holds an interrupted run with other settings",
-                               "re-run with the same options to resume it, or pass --restart to discard it")
+            raise WorkMismatch(
+                f"{work} holds an interrupted run with other settings",
+                "re-run with the same options to resume it, or pass --restart to discard it",
+            )
         return (work / "ckpt").exists() or (work / "ckpt-old").exists()
     work.mkdir(parents=True)
     marker.write_text(json.dumps({"setup": setup}))
@@ -259,14 +337,24 @@ def _finish(work: Path, out: Path, report: DistillReport, setup: str, **inputs) 
     shutil.copyfile(work / "metrics.jsonl", best / "metrics.jsonl")
     (best / "report.json").write_text(json.dumps(asdict(report), indent=2) + "\n")
     loop = inputs.pop("loop")
-    write_manifest(best, "student", setup_hash=setup, labels=json.loads((best / "config.json").read_text())["id2label"],
-                   teacher=str(inputs["teacher"]), max_length=inputs["max_length"], student=inputs["student"],
-                   init=inputs["init"], layer_map={str(k): v for k, v in inputs["mapping"].items()},
-                   data={"train": file_fingerprint(inputs["train"]),
-                         "dev": file_fingerprint(inputs["dev"]) if inputs["dev"] else None},
-                   targets=str(inputs["targets"]) if inputs["targets"] else None,
-                   loop={**asdict(loop), "weights": {k: asdict(v) for k, v in loop.weights.items()}},
-                   report=asdict(report))
+    write_manifest(
+        best,
+        "student",
+        setup_hash=setup,
+        labels=json.loads((best / "config.json").read_text())["id2label"],
+        teacher=str(inputs["teacher"]),
+        max_length=inputs["max_length"],
+        student=inputs["student"],
+        init=inputs["init"],
+        layer_map={str(k): v for k, v in inputs["mapping"].items()},
+        data={
+            "train": file_fingerprint(inputs["train"]),
+            "dev": file_fingerprint(inputs["dev"]) if inputs["dev"] else None,
+        },
+        targets=str(inputs["targets"]) if inputs["targets"] else None,
+        loop={**asdict(loop), "weights": {k: asdict(v) for k, v in loop.weights.items()}},
+        report=asdict(report),
+    )
     if out.exists():
         shutil.rmtree(out)
     os.replace(best, out)

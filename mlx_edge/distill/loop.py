@@ -19,11 +19,11 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Callable
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -31,11 +31,11 @@ import mlx.optimizers as optim
 import numpy as np
 from mlx.utils import tree_flatten, tree_map, tree_unflatten
 
-from mlx_edge.cpu_streams import blas_limit, cpu_streams, resolve_shards, row_bounds
 from mlx_edge.data import bucketed_batches, collate
 from mlx_edge.distill import losses
-from mlx_edge.distill.student import DistillError
+from mlx_edge.errors import DistillError
 from mlx_edge.progress import progress_bar
+from mlx_edge.runtime.cpu_streams import blas_limit, cpu_streams, resolve_shards, row_bounds
 
 TERMS = ("kd", "ce", "hidden", "attention", "embedding")
 
@@ -55,7 +55,7 @@ class Schedule:
         return self.start > 0 or (self.end or 0) > 0
 
     @classmethod
-    def parse(cls, text: str | float) -> "Schedule":
+    def parse(cls, text: str | float) -> Schedule:
         if isinstance(text, (int, float)):
             return cls(float(text))
         parts = str(text).split(":")
@@ -122,8 +122,13 @@ def term_shares(mask: np.ndarray, bounds: list[int], attention_loss: str) -> np.
     part of the whole batch's mean.
     """
     tokens = mask.sum(axis=1).astype(np.float64)
-    per_row = {"kd": np.ones_like(tokens), "ce": np.ones_like(tokens), "hidden": tokens, "embedding": tokens,
-               "attention": tokens if attention_loss == "kl" else tokens ** 2}
+    per_row = {
+        "kd": np.ones_like(tokens),
+        "ce": np.ones_like(tokens),
+        "hidden": tokens,
+        "embedding": tokens,
+        "attention": tokens if attention_loss == "kl" else tokens**2,
+    }
     starts = bounds[:-1]
     return np.stack([np.add.reduceat(per_row[k], starts) / per_row[k].sum() for k in TERMS], axis=1).astype(np.float32)
 
@@ -138,8 +143,10 @@ def split_batch(b: dict, mask: np.ndarray, shards: int, attention_loss: str) -> 
             return [v[lo:hi] for v in value]
         return None if value is None else value[lo:hi]
 
-    return [{**{k: part(v, lo, hi) for k, v in b.items()}, "frac": mx.array(shares[i])}
-            for i, (lo, hi) in enumerate(zip(bounds, bounds[1:]))]
+    return [
+        {**{k: part(v, lo, hi) for k, v in b.items()}, "frac": mx.array(shares[i])}
+        for i, (lo, hi) in enumerate(zip(bounds, bounds[1:]))
+    ]
 
 
 def make_loss(config: LoopConfig, layer_map: dict[int, int], terms_on: set[str]):
@@ -148,19 +155,36 @@ def make_loss(config: LoopConfig, layer_map: dict[int, int], terms_on: set[str])
 
     def loss_fn(trainable: Trainable, b: dict, w: mx.array):
         mask = b["mask"]
-        out = trainable.student(b["input_ids"], mask, output_hidden_states=bool(terms_on & {"hidden", "embedding"}),
-                                output_attentions="attention" in terms_on)
+        out = trainable.student(
+            b["input_ids"],
+            mask,
+            output_hidden_states=bool(terms_on & {"hidden", "embedding"}),
+            output_attentions="attention" in terms_on,
+        )
         zero = mx.array(0.0)
         terms = {
             "kd": losses.soft_target_kl(out.logits, b["logits"], config.temperature) if "kd" in terms_on else zero,
             "ce": losses.hard_label_ce(out.logits, b["labels"]) if "ce" in terms_on else zero,
-            "hidden": (sum(losses.hidden_mse(out.hidden_states[i + 1], t, mask, trainable.hidden_proj)
-                           for i, t in zip(student_layers, b["hidden"])) / len(student_layers)
-                       if "hidden" in terms_on else zero),
-            "attention": (sum(attn_loss(out.attentions[i], t, mask) for i, t in zip(student_layers, b["attention"]))
-                          / len(student_layers) if "attention" in terms_on else zero),
-            "embedding": (losses.hidden_mse(out.hidden_states[0], b["embedding"], mask, trainable.embedding_proj)
-                          if "embedding" in terms_on else zero),
+            "hidden": (
+                sum(
+                    losses.hidden_mse(out.hidden_states[i + 1], t, mask, trainable.hidden_proj)
+                    for i, t in zip(student_layers, b["hidden"])
+                )
+                / len(student_layers)
+                if "hidden" in terms_on
+                else zero
+            ),
+            "attention": (
+                sum(attn_loss(out.attentions[i], t, mask) for i, t in zip(student_layers, b["attention"]))
+                / len(student_layers)
+                if "attention" in terms_on
+                else zero
+            ),
+            "embedding": (
+                losses.hidden_mse(out.hidden_states[0], b["embedding"], mask, trainable.embedding_proj)
+                if "embedding" in terms_on
+                else zero
+            ),
         }
         stacked = mx.stack([terms[k] for k in TERMS])
         if "frac" in b:  # a shard: its part of the whole batch's terms
@@ -175,11 +199,13 @@ def learning_rate_schedule(config: LoopConfig, total_steps: int):
     decay = optim.linear_schedule(config.learning_rate, 0.0, max(1, total_steps - warmup))
     if warmup == 0:
         return decay
-    return optim.join_schedules([optim.linear_schedule(config.learning_rate / (warmup + 1), config.learning_rate,
-                                                       warmup), decay], [warmup])
+    return optim.join_schedules(
+        [optim.linear_schedule(config.learning_rate / (warmup + 1), config.learning_rate, warmup), decay], [warmup]
+    )
 
 
 # ------------------------------------------------------------------------------------ checkpoints
+
 
 def save_checkpoint(work: Path, trainable: Trainable, optimizer, position: dict) -> None:
     """Weights, optimizer state, RNG key and position, swapped in as a whole directory."""
@@ -213,6 +239,7 @@ def load_checkpoint(work: Path, trainable: Trainable, optimizer) -> dict | None:
 
 # ------------------------------------------------------------------------------------------ loop
 
+
 @dataclass
 class LoopResult:
     steps: int
@@ -224,24 +251,42 @@ class LoopResult:
     stopped_early: bool
 
 
-def run_loop(*, trainable: Trainable, config: LoopConfig, layer_map: dict[int, int], terms_on: set[str],
-             train_ids: list[np.ndarray], train_labels: np.ndarray, pad_id: int, max_width: int,
-             targets: Callable[[np.ndarray, np.ndarray, np.ndarray], dict], evaluate: Callable[[], dict],
-             save_best: Callable[[], None], work: Path, progress: bool = True,
-             on_step: Callable[[int, dict], None] | None = None,
-             on_epoch: Callable[[dict], None] | None = None) -> LoopResult:
+def run_loop(
+    *,
+    trainable: Trainable,
+    config: LoopConfig,
+    layer_map: dict[int, int],
+    terms_on: set[str],
+    train_ids: list[np.ndarray],
+    train_labels: np.ndarray,
+    pad_id: int,
+    max_width: int,
+    targets: Callable[[np.ndarray, np.ndarray, np.ndarray], dict],
+    evaluate: Callable[[], dict],
+    save_best: Callable[[], None],
+    work: Path,
+    progress: bool = True,
+    on_step: Callable[[int, dict], None] | None = None,
+    on_epoch: Callable[[dict], None] | None = None,
+) -> LoopResult:
     """Train; `targets(rows, input_ids, mask)` gives the teacher's outputs for a batch."""
     lengths = np.array([len(x) for x in train_ids])
     batches_per_epoch = len(bucketed_batches(lengths, config.batch_size, seed=config.seed))
     total_steps = max(1, math.ceil(batches_per_epoch / config.grad_accum) * config.epochs)
-    optimizer = optim.AdamW(learning_rate=learning_rate_schedule(config, total_steps),
-                            weight_decay=config.weight_decay)
+    optimizer = optim.AdamW(learning_rate=learning_rate_schedule(config, total_steps), weight_decay=config.weight_decay)
     optimizer.init(trainable.trainable_parameters())
     mx.random.seed(config.seed)
     # Restore before building `state`: loading replaces optimizer.state, and compile captures the object.
     position = load_checkpoint(work, trainable, optimizer) or {
-        "epoch": 0, "batch": 0, "step": 0, "best": None, "history": [], "patience_used": 0, "seen": 0,
-        "seconds": 0.0}
+        "epoch": 0,
+        "batch": 0,
+        "step": 0,
+        "best": None,
+        "history": [],
+        "patience_used": 0,
+        "seen": 0,
+        "seconds": 0.0,
+    }
     loss_and_grad = nn.value_and_grad(trainable, make_loss(config, layer_map, terms_on))
     state = [trainable.state, optimizer.state, mx.random.state]
     shards = resolve_shards(config.cpu_shards, config.batch_size)
@@ -258,8 +303,11 @@ def run_loop(*, trainable: Trainable, config: LoopConfig, layer_map: dict[int, i
             for stream, part in zip(streams, parts):
                 with mx.stream(stream) if stream is not None else nullcontext():
                     (loss, terms), grads = loss_and_grad(trainable, part, w)
-                total = (loss, terms, grads) if total is None else (
-                    total[0] + loss, total[1] + terms, tree_map(mx.add, total[2], grads))
+                total = (
+                    (loss, terms, grads)
+                    if total is None
+                    else (total[0] + loss, total[1] + terms, tree_map(mx.add, total[2], grads))
+                )
             return total
 
         @partial(mx.compile, inputs=state, outputs=state)
@@ -293,16 +341,21 @@ def run_loop(*, trainable: Trainable, config: LoopConfig, layer_map: dict[int, i
     for epoch in range(position["epoch"], config.epochs):
         batches = bucketed_batches(lengths, config.batch_size, seed=config.seed, epoch=epoch)
         first = position["batch"] if epoch == position["epoch"] else 0
-        bar = progress_bar(len(batches), desc=f"epoch {epoch + 1}/{config.epochs}", unit="batch", enabled=progress,
-                           initial=first)
+        bar = progress_bar(
+            len(batches), desc=f"epoch {epoch + 1}/{config.epochs}", unit="batch", enabled=progress, initial=first
+        )
         sums = np.zeros(len(TERMS))
         started = time.perf_counter()
         for index in range(first, len(batches)):
             rows = batches[index]
             input_ids, mask = collate([train_ids[r] for r in rows], pad_id=pad_id, max_width=max_width)
             t = targets(rows, input_ids, mask)
-            b = {"input_ids": mx.array(input_ids), "mask": mx.array(mask), "labels": mx.array(train_labels[rows]),
-                 "logits": mx.array(t["logits"])}
+            b = {
+                "input_ids": mx.array(input_ids),
+                "mask": mx.array(mask),
+                "labels": mx.array(train_labels[rows]),
+                "logits": mx.array(t["logits"]),
+            }
             if "hidden" in terms_on:
                 b["hidden"] = [mx.array(x) for x in t["hidden"]]
             if "attention" in terms_on:
@@ -335,31 +388,56 @@ def run_loop(*, trainable: Trainable, config: LoopConfig, layer_map: dict[int, i
             seen += len(rows)
             elapsed = seconds + time.perf_counter() - started
             if bar is not None:
-                bar.set_postfix({k: f"{v:.3f}" for k, v in zip(TERMS, sums / (index - first + 1)) if w[k] > 0}
-                                | {"samples/s": f"{seen / max(elapsed, 1e-9):.1f}"})
+                bar.set_postfix(
+                    {k: f"{v:.3f}" for k, v in zip(TERMS, sums / (index - first + 1)) if w[k] > 0}
+                    | {"samples/s": f"{seen / max(elapsed, 1e-9):.1f}"}
+                )
                 bar.update()
             if on_step is not None:
                 on_step(step, dict(zip(TERMS, values.tolist())) | {"loss": float(loss.item()), "epoch": epoch + 1})
             at_boundary = pending is None
             if config.max_steps is not None and step >= config.max_steps:
                 break
-            if at_boundary and config.checkpoint_every and step % config.checkpoint_every == 0 and index + 1 < len(batches):
-                save_checkpoint(work, trainable, optimizer, {
-                    "epoch": epoch, "batch": index + 1, "step": step, "best": best, "history": history,
-                    "patience_used": position["patience_used"], "seen": seen, "seconds": elapsed})
+            if (
+                at_boundary
+                and config.checkpoint_every
+                and step % config.checkpoint_every == 0
+                and index + 1 < len(batches)
+            ):
+                save_checkpoint(
+                    work,
+                    trainable,
+                    optimizer,
+                    {
+                        "epoch": epoch,
+                        "batch": index + 1,
+                        "step": step,
+                        "best": best,
+                        "history": history,
+                        "patience_used": position["patience_used"],
+                        "seen": seen,
+                        "seconds": elapsed,
+                    },
+                )
         if bar is not None:
             bar.close()
         seconds += time.perf_counter() - started
         trainable.eval()
-        metrics = {"epoch": epoch + 1, "step": step, **dict(zip([f"train_{k}" for k in TERMS],
-                                                                 (sums / max(1, len(batches) - first)).tolist())),
-                   **evaluate(), "samples_per_second": seen / max(seconds, 1e-9)}
+        metrics = {
+            "epoch": epoch + 1,
+            "step": step,
+            **dict(zip([f"train_{k}" for k in TERMS], (sums / max(1, len(batches) - first)).tolist())),
+            **evaluate(),
+            "samples_per_second": seen / max(seconds, 1e-9),
+        }
         trainable.train()
         history.append(metrics)
         with open(work / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(metrics) + "\n")
-        improved = best is None or (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > \
-            (best["dev_accuracy"], best["dev_macro_f1"])
+        improved = best is None or (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > (
+            best["dev_accuracy"],
+            best["dev_macro_f1"],
+        )
         if improved:
             best = metrics
             save_best()
@@ -368,9 +446,21 @@ def run_loop(*, trainable: Trainable, config: LoopConfig, layer_map: dict[int, i
             position["patience_used"] += 1
         if on_epoch is not None:
             on_epoch(metrics)
-        save_checkpoint(work, trainable, optimizer, {
-            "epoch": epoch + 1, "batch": 0, "step": step, "best": best, "history": history,
-            "patience_used": position["patience_used"], "seen": seen, "seconds": seconds})
+        save_checkpoint(
+            work,
+            trainable,
+            optimizer,
+            {
+                "epoch": epoch + 1,
+                "batch": 0,
+                "step": step,
+                "best": best,
+                "history": history,
+                "patience_used": position["patience_used"],
+                "seen": seen,
+                "seconds": seconds,
+            },
+        )
         if config.patience is not None and position["patience_used"] >= config.patience:
             stopped_early = True
             break
@@ -384,8 +474,12 @@ def _nan_guard(values: np.ndarray, loss: mx.array, step: int, work: Path) -> Non
         return
     bad = [f"{k}={v}" for k, v in zip(TERMS, values.tolist()) if not math.isfinite(v)] or [f"total={loss.item()}"]
     kept = json.loads((work / "ckpt" / "position.json").read_text())["step"] if (work / "ckpt").exists() else None
-    where = f"the last good checkpoint (step {kept}) is kept in {work}" if kept is not None else \
-        "no checkpoint had been written yet"
-    raise DistillError(f"step {step}: loss went bad ({', '.join(bad)}); training stopped and {where}",
-                       "lower --lr, or check the targets (a NaN/inf teacher logit?)")
-
+    where = (
+        f"the last good checkpoint (step {kept}) is kept in {work}"
+        if kept is not None
+        else "no checkpoint had been written yet"
+    )
+    raise DistillError(
+        f"step {step}: loss went bad ({', '.join(bad)}); training stopped and {where}",
+        "lower --lr, or check the targets (a NaN/inf teacher logit?)",
+    )

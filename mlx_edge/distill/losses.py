@@ -27,8 +27,9 @@ def hard_label_ce(student_logits: mx.array, labels: mx.array) -> mx.array:
     return nn.losses.cross_entropy(student_logits, labels, reduction="mean")
 
 
-def hidden_mse(student_hidden: mx.array, teacher_hidden: mx.array, mask: mx.array,
-               projection: nn.Module | None = None) -> mx.array:
+def hidden_mse(
+    student_hidden: mx.array, teacher_hidden: mx.array, mask: mx.array, projection: nn.Module | None = None
+) -> mx.array:
     """MSE between (projected) student and teacher hidden states (B, L, H) over real tokens."""
     if projection is not None:  # learned map from the student's width to the teacher's
         student_hidden = projection(student_hidden)

@@ -9,26 +9,24 @@ from pathlib import Path
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
-from mlx_edge.errors import MlxEdgeError
+from mlx_edge.errors import DistillError
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, init_weights
+from mlx_edge.models.checkpoint import load_config, load_model
 
 # TinyBERT-4 and MiniLM-like shapes. `gelu_new` (tanh form): same quality, much cheaper on MLX CPU
 # than the exact erf form, and transformers/CoreML implement it as well.
 PRESETS = {
-    "tiny": dict(num_hidden_layers=4, hidden_size=312, num_attention_heads=12, intermediate_size=1200,
-                 hidden_act="gelu_new"),
-    "small": dict(num_hidden_layers=6, hidden_size=384, num_attention_heads=12, intermediate_size=1536,
-                  hidden_act="gelu_new"),
-    "small-512": dict(num_hidden_layers=6, hidden_size=512, num_attention_heads=8, intermediate_size=2048,
-                      hidden_act="gelu_new"),
+    "tiny": dict(
+        num_hidden_layers=4, hidden_size=312, num_attention_heads=12, intermediate_size=1200, hidden_act="gelu_new"
+    ),
+    "small": dict(
+        num_hidden_layers=6, hidden_size=384, num_attention_heads=12, intermediate_size=1536, hidden_act="gelu_new"
+    ),
+    "small-512": dict(
+        num_hidden_layers=6, hidden_size=512, num_attention_heads=8, intermediate_size=2048, hidden_act="gelu_new"
+    ),
 }
 INIT_MODES = ("random", "teacher", "student")
-
-
-class DistillError(MlxEdgeError):
-    """A distillation setup that cannot work, or a run that went bad."""
-
-    exit_code = 7
 
 
 def student_config(spec: str, teacher: BertConfig) -> tuple[BertConfig, Path | None]:
@@ -37,22 +35,26 @@ def student_config(spec: str, teacher: BertConfig) -> tuple[BertConfig, Path | N
     `spec`: a preset (tiny, small, small-512, half: the teacher's width with half its layers),
     a BERT config.json file, or a student directory to continue from.
     """
-    shared = dict(vocab_size=teacher.vocab_size, max_position_embeddings=teacher.max_position_embeddings,
-                  type_vocab_size=teacher.type_vocab_size, pad_token_id=teacher.pad_token_id,
-                  id2label=dict(teacher.id2label))
+    shared = dict(
+        vocab_size=teacher.vocab_size,
+        max_position_embeddings=teacher.max_position_embeddings,
+        type_vocab_size=teacher.type_vocab_size,
+        pad_token_id=teacher.pad_token_id,
+        id2label=dict(teacher.id2label),
+    )
     if spec == "half":
         return replace(teacher, num_hidden_layers=max(1, teacher.num_hidden_layers // 2)), None
     if spec in PRESETS:
         return BertConfig(**{**PRESETS[spec], **shared}), None
     path = Path(spec)
     if path.is_dir():
-        from mlx_edge.models.checkpoint import load_config
-
         config = load_config(path)
         if config.vocab_size != teacher.vocab_size or config.labels != teacher.labels:
-            raise DistillError(f"student {path} does not fit this teacher (vocab {config.vocab_size} vs "
-                               f"{teacher.vocab_size}, labels {config.labels} vs {teacher.labels})",
-                               "continue from a student of this teacher, or start from a preset")
+            raise DistillError(
+                f"student {path} does not fit this teacher (vocab {config.vocab_size} vs "
+                f"{teacher.vocab_size}, labels {config.labels} vs {teacher.labels})",
+                "continue from a student of this teacher, or start from a preset",
+            )
         return config, path
     if path.is_file():
         try:
@@ -62,8 +64,10 @@ def student_config(spec: str, teacher: BertConfig) -> tuple[BertConfig, Path | N
         params = {**params, **shared, "model_type": "bert"}
         params.pop("num_labels", None)
         return BertConfig.from_dict(params), None
-    raise DistillError(f"unknown student {spec!r}",
-                       f"use a preset ({', '.join([*PRESETS, 'half'])}), a config .json, or a student directory")
+    raise DistillError(
+        f"unknown student {spec!r}",
+        f"use a preset ({', '.join([*PRESETS, 'half'])}), a config .json, or a student directory",
+    )
 
 
 def default_layer_map(student_layers: int, teacher_layers: int) -> dict[int, int]:
@@ -73,7 +77,7 @@ def default_layer_map(student_layers: int, teacher_layers: int) -> dict[int, int
 
 
 def parse_layer_map(text: str | None, student_layers: int, teacher_layers: int) -> dict[int, int]:
-    """"0:2,1:5" → {0: 2, 1: 5}; None/"" → the uniform default."""
+    """ "0:2,1:5" → {0: 2, 1: 5}; None/"" → the uniform default."""
     if not text:
         return default_layer_map(student_layers, teacher_layers)
     mapping = {}
@@ -85,20 +89,28 @@ def parse_layer_map(text: str | None, student_layers: int, teacher_layers: int) 
         raise DistillError(f"layer map {text!r} is not like '0:2,1:5'", "student:teacher pairs, 0-based") from None
     bad = [f"{s}:{t}" for s, t in mapping.items() if not (0 <= s < student_layers and 0 <= t < teacher_layers)]
     if bad:
-        raise DistillError(f"layer map pairs {', '.join(bad)} out of range (student 0..{student_layers - 1}, "
-                           f"teacher 0..{teacher_layers - 1})")
+        raise DistillError(
+            f"layer map pairs {', '.join(bad)} out of range (student 0..{student_layers - 1}, "
+            f"teacher 0..{teacher_layers - 1})"
+        )
     return mapping
 
 
-def init_student(config: BertConfig, *, mode: str, seed: int = 0, teacher: BertForSequenceClassification | None = None,
-                 teacher_layers: list[int] | None = None, source: Path | None = None) -> BertForSequenceClassification:
+def init_student(
+    config: BertConfig,
+    *,
+    mode: str,
+    seed: int = 0,
+    teacher: BertForSequenceClassification | None = None,
+    teacher_layers: list[int] | None = None,
+    source: Path | None = None,
+) -> BertForSequenceClassification:
     """A student initialized randomly, from a subset of teacher layers (DistilBERT), or from a directory."""
     if mode not in INIT_MODES:
         raise DistillError(f"unknown init {mode!r}", f"use one of {', '.join(INIT_MODES)}")
     if mode == "student":
         if source is None:
             raise DistillError("--init student needs --student DIR (an existing student directory)")
-        from mlx_edge.models.checkpoint import load_model
 
         model = load_model(source, labels=config.labels, require_head=True)
         model.train()
@@ -116,14 +128,22 @@ def _copy_from_teacher(student, teacher, teacher_layers):
     if teacher is None:
         raise DistillError("--init teacher needs the teacher model")
     s, t = student.config, teacher.config
-    if (s.hidden_size, s.intermediate_size, s.num_attention_heads, s.vocab_size) != \
-            (t.hidden_size, t.intermediate_size, t.num_attention_heads, t.vocab_size):
-        raise DistillError(f"--init teacher copies layers, so widths must match: student {s.hidden_size}/"
-                           f"{s.intermediate_size}, teacher {t.hidden_size}/{t.intermediate_size}",
-                           "use --student half (or a config with the teacher's widths), or --init random")
+    if (s.hidden_size, s.intermediate_size, s.num_attention_heads, s.vocab_size) != (
+        t.hidden_size,
+        t.intermediate_size,
+        t.num_attention_heads,
+        t.vocab_size,
+    ):
+        raise DistillError(
+            f"--init teacher copies layers, so widths must match: student {s.hidden_size}/"
+            f"{s.intermediate_size}, teacher {t.hidden_size}/{t.intermediate_size}",
+            "use --student half (or a config with the teacher's widths), or --init random",
+        )
     chosen = teacher_layers or list(default_layer_map(s.num_hidden_layers, t.num_hidden_layers).values())
     if len(chosen) != s.num_hidden_layers or not all(0 <= j < t.num_hidden_layers for j in chosen):
-        raise DistillError(f"--init-layers {chosen}: need {s.num_hidden_layers} teacher layers in 0..{t.num_hidden_layers - 1}")
+        raise DistillError(
+            f"--init-layers {chosen}: need {s.num_hidden_layers} teacher layers in 0..{t.num_hidden_layers - 1}"
+        )
     weights = dict(tree_flatten(teacher.parameters()))
     new = {}
     for name, value in weights.items():

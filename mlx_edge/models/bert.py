@@ -15,6 +15,7 @@ from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
+from mlx.utils import tree_flatten
 
 from mlx_edge.errors import ModelError
 from mlx_edge.models import fastmath
@@ -69,7 +70,7 @@ class BertConfig:
     model_type: str = "bert"
 
     @classmethod
-    def from_dict(cls, params: dict[str, Any]) -> "BertConfig":
+    def from_dict(cls, params: dict[str, Any]) -> BertConfig:
         """Build from an HF `config.json` dict; unknown keys are ignored, BERT-likeness is checked."""
         _check_bert_like(params)
         known = inspect.signature(cls).parameters
@@ -106,14 +107,18 @@ class BertConfig:
     def validate(self) -> None:
         if self.hidden_size % self.num_attention_heads:
             raise ModelError(
-                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
-                f"{self.num_attention_heads}", "fix config.json")
+                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads}",
+                "fix config.json",
+            )
         if self.hidden_act not in ACTIVATIONS:
-            raise ModelError(f"hidden_act {self.hidden_act!r} is not supported",
-                             f"use one of {', '.join(sorted(ACTIVATIONS))}")
+            raise ModelError(
+                f"hidden_act {self.hidden_act!r} is not supported", f"use one of {', '.join(sorted(ACTIVATIONS))}"
+            )
         if self.position_embedding_type != "absolute":
-            raise ModelError(f"position_embedding_type {self.position_embedding_type!r} is not supported",
-                             "only absolute position embeddings (BERT, MiniLM, TinyBERT) are")
+            raise ModelError(
+                f"position_embedding_type {self.position_embedding_type!r} is not supported",
+                "only absolute position embeddings (BERT, MiniLM, TinyBERT) are",
+            )
         if sorted(self.id2label) != list(range(len(self.id2label))):
             raise ModelError("id2label must number labels 0..N-1 without gaps", "fix config.json")
 
@@ -124,11 +129,15 @@ def _check_bert_like(params: dict[str, Any]) -> None:
     missing = [k for k in needed if k not in params]
     if model_type not in BERT_LIKE_TYPES or missing:
         what = f"model_type {model_type!r}" if model_type not in BERT_LIKE_TYPES else f"missing {', '.join(missing)}"
-        raise ModelError(f"config.json is not a BERT-like encoder ({what})",
-                         "pass a BERT-family model such as bert-base-chinese or all-MiniLM-L6-v2")
+        raise ModelError(
+            f"config.json is not a BERT-like encoder ({what})",
+            "pass a BERT-family model such as bert-base-chinese or all-MiniLM-L6-v2",
+        )
     if model_type != "bert":
-        raise ModelError(f"model_type {model_type!r} is BERT-like but its weights are laid out differently",
-                         "mlx-edge loads BERT-architecture checkpoints (BERT, MiniLM, TinyBERT, MacBERT)")
+        raise ModelError(
+            f"model_type {model_type!r} is BERT-like but its weights are laid out differently",
+            "mlx-edge loads BERT-architecture checkpoints (BERT, MiniLM, TinyBERT, MacBERT)",
+        )
 
 
 @dataclass
@@ -172,8 +181,10 @@ class BertSelfAttention(nn.Module):
     def __call__(self, x: mx.array, mask: mx.array, return_probs: bool) -> tuple[mx.array, mx.array | None]:
         B, L, H = x.shape
         # (B, L, H) -> (B, heads, L, head_dim)
-        q, k, v = (proj(x).reshape(B, L, self.num_heads, -1).transpose(0, 2, 1, 3)
-                   for proj in (self.query, self.key, self.value))
+        q, k, v = (
+            proj(x).reshape(B, L, self.num_heads, -1).transpose(0, 2, 1, 3)
+            for proj in (self.query, self.key, self.value)
+        )
         if return_probs or self.training:
             scores = (q * self.scale) @ k.transpose(0, 1, 3, 2) + mask
             probs = _softmax(scores)
@@ -319,7 +330,6 @@ def init_weights(model: BertForSequenceClassification, seed: int = 0) -> None:
 
 
 def _flat(tree, prefix: str = ""):
-    from mlx.utils import tree_flatten
 
     return tree_flatten(tree, prefix)
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import mlx.core as mx
 from mlx.utils import tree_flatten
 
-from bridges.safetensors_io import WEIGHTS_NAME, read_weights, write_weights
 from mlx_edge.errors import ModelError
-from mlx_edge.fileio import atomic_write_json
+from mlx_edge.fileio import atomic_write_json, atomic_write_text
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, init_weights, sanitize
+from mlx_edge.models.safetensors_io import WEIGHTS_NAME, read_weights, write_weights
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 # A pretrained encoder without a task head (e.g. MiniLM) gets these freshly initialized.
@@ -27,8 +27,10 @@ def read_config(model_dir: Path) -> dict:
         raise ModelError(f"{model_dir} is a file, not a model directory", "pass the directory that holds config.json")
     path = model_dir / "config.json"
     if not path.is_file():
-        raise ModelError(f"{model_dir} is not a model directory (no config.json)",
-                         "pass a Hugging Face model directory: config.json, model.safetensors, tokenizer files")
+        raise ModelError(
+            f"{model_dir} is not a model directory (no config.json)",
+            "pass a Hugging Face model directory: config.json, model.safetensors, tokenizer files",
+        )
     try:
         params = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
@@ -42,8 +44,14 @@ def load_config(model_dir: Path) -> BertConfig:
     return BertConfig.from_dict(read_config(model_dir))
 
 
-def load_model(model_dir: Path, *, labels: list[str] | None = None, seed: int = 0,
-               dtype: mx.Dtype = mx.float32, require_head: bool = False) -> BertForSequenceClassification:
+def load_model(
+    model_dir: Path,
+    *,
+    labels: list[str] | None = None,
+    seed: int = 0,
+    dtype: mx.Dtype = mx.float32,
+    require_head: bool = False,
+) -> BertForSequenceClassification:
     """Load an HF BERT checkpoint into the MLX BERT, in eval mode.
 
     `labels`: the task's labels. A checkpoint with a trained head must have exactly these (in
@@ -53,12 +61,16 @@ def load_model(model_dir: Path, *, labels: list[str] | None = None, seed: int = 
     weights = sanitize(read_weights(model_dir))
     has_head = any(k.startswith(HEAD_PREFIXES) for k in weights)
     if require_head and not has_head:
-        raise ModelError(f"{model_dir} is a bare encoder with no trained classifier head",
-                         "train one first (mlx-edge teacher train / distill) and pass that directory")
+        raise ModelError(
+            f"{model_dir} is a bare encoder with no trained classifier head",
+            "train one first (mlx-edge teacher train / distill) and pass that directory",
+        )
     if labels is not None:
         if has_head and config.labels != list(labels):
-            raise ModelError(f"the model's labels {config.labels} differ from the data's labels {list(labels)}",
-                             "train a head for these labels, or pass data with the model's labels")
+            raise ModelError(
+                f"the model's labels {config.labels} differ from the data's labels {list(labels)}",
+                "train a head for these labels, or pass data with the model's labels",
+            )
         config.id2label = dict(enumerate(labels))
     model = BertForSequenceClassification(config)
     init_weights(model, seed=seed)
@@ -81,13 +93,20 @@ def _check_names_and_shapes(expected: dict, found: dict, model_dir: Path, allow_
             parts.append(f"missing {len(missing)} (e.g. {', '.join(missing[:3])})")
         if unexpected:
             parts.append(f"unexpected {len(unexpected)} (e.g. {', '.join(unexpected[:3])})")
-        raise ModelError(f"{model_dir}: weights do not match a BERT with this config.json: {'; '.join(parts)}",
-                         "the checkpoint is not BERT-architecture or its config.json is wrong")
-    wrong = [f"{k} {tuple(found[k].shape)} != {tuple(v.shape)}" for k, v in expected.items()
-             if k in found and tuple(found[k].shape) != tuple(v.shape)]
+        raise ModelError(
+            f"{model_dir}: weights do not match a BERT with this config.json: {'; '.join(parts)}",
+            "the checkpoint is not BERT-architecture or its config.json is wrong",
+        )
+    wrong = [
+        f"{k} {tuple(found[k].shape)} != {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in found and tuple(found[k].shape) != tuple(v.shape)
+    ]
     if wrong:
-        raise ModelError(f"{model_dir}: {len(wrong)} weight shapes disagree with config.json (e.g. {wrong[0]})",
-                         "fix config.json or re-save the model")
+        raise ModelError(
+            f"{model_dir}: {len(wrong)} weight shapes disagree with config.json (e.g. {wrong[0]})",
+            "fix config.json or re-save the model",
+        )
 
 
 def save_model(model: BertForSequenceClassification, out_dir: Path, *, tokenizer_from: Path | None = None) -> Path:
@@ -133,7 +152,6 @@ def ensure_vocab_txt(directory: Path) -> bool:
     by_id = sorted(vocab.items(), key=lambda kv: kv[1])
     if [i for _, i in by_id] != list(range(len(by_id))):
         raise ModelError(f"{path}: WordPiece ids are not 0..N-1", "re-save the tokenizer")
-    from mlx_edge.fileio import atomic_write_text
 
     atomic_write_text(directory / "vocab.txt", "".join(token + "\n" for token, _ in by_id))
     return True

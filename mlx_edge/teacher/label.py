@@ -9,25 +9,31 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
+import mlx.core as mx
 import numpy as np
 
 from mlx_edge.data import bucketed_batches, collate, read_labeled
-from mlx_edge.errors import MlxEdgeError, ModelError
-from mlx_edge.progress import progress_bar
+from mlx_edge.errors import MlxEdgeError, ModelError, SetupMismatch, TargetsError
 from mlx_edge.manifest import file_fingerprint, read_manifest, write_manifest
-from mlx_edge.targets import (TargetsError, estimate_bytes, human_bytes, read_index, text_hash, write_index,
-                              write_shard)
-from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, head_labels, tokenizer_hash
+from mlx_edge.models.checkpoint import load_model
+from mlx_edge.models.tokenizer import load_tokenizer
+from mlx_edge.progress import progress_bar
+from mlx_edge.runtime.cpu_streams import blas_limit, resolve_shards, sharded_forward
+from mlx_edge.runtime.devices import mlx_device, torch_placement
+from mlx_edge.targets import estimate_bytes, human_bytes, read_index, text_hash, write_index, write_shard
+from mlx_edge.teacher.source import (
+    check_local_model,
+    file_hash_of_weights,
+    head_labels,
+    tokenizer_hash,
+    transformers_progress,
+)
 
 BACKENDS = ("torch", "mlx")
-
-
-class SetupMismatch(TargetsError):
-    """The output directory holds (part of) a cache made with other settings."""
 
 
 @dataclass
@@ -41,11 +47,24 @@ class LabelResult:
     backend: str
 
 
-def label_targets(*, teacher: Path, data: list[Path], out: Path, backend: str = "torch", device: str = "auto",
-                  batch_size: int = 64, max_length: int | None = None, hidden_layers: list[int] | None = None,
-                  attention_layers: list[int] | None = None, shard_size: int = 1024,
-                  text_column: str | None = None, label_column: str | None = None, force: bool = False,
-                  progress: bool = True, on_shard: Callable[[int, int], None] | None = None) -> LabelResult:
+def label_targets(
+    *,
+    teacher: Path,
+    data: list[Path],
+    out: Path,
+    backend: str = "torch",
+    device: str = "auto",
+    batch_size: int = 64,
+    max_length: int | None = None,
+    hidden_layers: list[int] | None = None,
+    attention_layers: list[int] | None = None,
+    shard_size: int = 1024,
+    text_column: str | None = None,
+    label_column: str | None = None,
+    force: bool = False,
+    progress: bool = True,
+    on_shard: Callable[[int, int], None] | None = None,
+) -> LabelResult:
     """Write (or finish) a targets cache of `teacher` over the texts of `data` files, in order."""
     teacher, out = Path(teacher), Path(out)
     if backend not in BACKENDS:
@@ -53,15 +72,17 @@ def label_targets(*, teacher: Path, data: list[Path], out: Path, backend: str = 
     config = check_local_model(teacher)
     labels = head_labels(config)
     if labels is None:
-        raise ModelError(f"{teacher} has no trained classification head",
-                         "fine-tune it first: mlx-edge teacher train --model ... --out DIR")
+        raise ModelError(
+            f"{teacher} has no trained classification head",
+            "fine-tune it first: mlx-edge teacher train --model ... --out DIR",
+        )
     texts, data_labels, fingerprints = _read_texts(data, text_column, label_column)
     unknown = sorted(set(data_labels) - set(labels))
     if unknown:
-        raise ModelError(f"the teacher's labels {labels} differ from the data's labels {sorted(set(data_labels))}",
-                         f"{', '.join(unknown)} unknown to the teacher: label data of the teacher's task")
-
-    from mlx_edge.tokenizer import load_tokenizer
+        raise ModelError(
+            f"the teacher's labels {labels} differ from the data's labels {sorted(set(data_labels))}",
+            f"{', '.join(unknown)} unknown to the teacher: label data of the teacher's task",
+        )
 
     tokenizer = load_tokenizer(teacher)
     teacher_manifest = read_manifest(teacher) or {}
@@ -72,32 +93,47 @@ def label_targets(*, teacher: Path, data: list[Path], out: Path, backend: str = 
     ids = [np.asarray(x, dtype=np.int32) for x in tokenizer.encode_batch(texts, max_length=max_length)]
     lengths = np.array([len(x) for x in ids])
 
-    setup = {"teacher": str(teacher.resolve()), "teacher_hash": file_hash_of_weights(teacher),
-             "tokenizer_hash": tokenizer_hash(teacher), "tokenizer": vars(tokenizer.settings),
-             "max_length": max_length, "labels": labels, "hidden_layers": hidden_layers,
-             "attention_layers": attention_layers, "shard_size": shard_size, "examples": len(texts),
-             "data": fingerprints, "backend": backend}
+    setup = {
+        "teacher": str(teacher.resolve()),
+        "teacher_hash": file_hash_of_weights(teacher),
+        "tokenizer_hash": tokenizer_hash(teacher),
+        "tokenizer": vars(tokenizer.settings),
+        "max_length": max_length,
+        "labels": labels,
+        "hidden_layers": hidden_layers,
+        "attention_layers": attention_layers,
+        "shard_size": shard_size,
+        "examples": len(texts),
+        "data": fingerprints,
+        "backend": backend,
+    }
     done = _resume_point(out, setup, force)
     start_example = sum(s["count"] for s in done)
     if start_example == len(texts):
         return LabelResult(str(out), len(texts), len(done), len(done), 0, 0.0, backend)
 
-    need = estimate_bytes(lengths[start_example:], shard_size=shard_size, num_labels=len(labels),
-                          hidden_size=config["hidden_size"], heads=config["num_attention_heads"],
-                          hidden_layers=hidden_layers, attention_layers=attention_layers)
+    need = estimate_bytes(
+        lengths[start_example:],
+        shard_size=shard_size,
+        num_labels=len(labels),
+        hidden_size=config["hidden_size"],
+        heads=config["num_attention_heads"],
+        hidden_layers=hidden_layers,
+        attention_layers=attention_layers,
+    )
     free = shutil.disk_usage(_existing_ancestor(out)).free
     if need > free * 0.95:
-        raise TargetsError(f"the targets cache needs about {human_bytes(need)} but only {human_bytes(free)} "
-                           f"is free on the disk of {out}",
-                           "use fewer --hidden-layers, drop --attention-layers, lower --max-length, or another --out")
+        raise TargetsError(
+            f"the targets cache needs about {human_bytes(need)} but only {human_bytes(free)} "
+            f"is free on the disk of {out}",
+            "use fewer --hidden-layers, drop --attention-layers, lower --max-length, or another --out",
+        )
     if not done:
         out.mkdir(parents=True, exist_ok=True)
         write_manifest(out, "targets", **setup)
         write_index(out, [])
 
     if backend == "torch":
-        from mlx_edge.teacher.source import transformers_progress
-
         transformers_progress(progress)
         forward = _torch_forward(teacher, device, attention_layers)
     else:
@@ -107,8 +143,15 @@ def label_targets(*, teacher: Path, data: list[Path], out: Path, backend: str = 
     bar = progress_bar(len(texts), desc="label", unit="ex", enabled=progress, initial=start_example)
     for number in range(len(done), -(-len(texts) // shard_size)):
         rows = np.arange(number * shard_size, min(len(texts), (number + 1) * shard_size))
-        tensors = _label_shard(forward, ids, rows, pad_id=tokenizer.pad_id, batch_size=batch_size,
-                               hidden_layers=hidden_layers, attention_layers=attention_layers)
+        tensors = _label_shard(
+            forward,
+            ids,
+            rows,
+            pad_id=tokenizer.pad_id,
+            batch_size=batch_size,
+            hidden_layers=hidden_layers,
+            attention_layers=attention_layers,
+        )
         tensors.update(ids=rows.astype(np.int64), text_hash=hashes[rows], lengths=lengths[rows].astype(np.int32))
         entry = write_shard(out, number, tensors)
         shards.append(entry)
@@ -121,8 +164,15 @@ def label_targets(*, teacher: Path, data: list[Path], out: Path, backend: str = 
     if bar is not None:
         bar.close()
     elapsed = time.perf_counter() - started
-    return LabelResult(str(out), len(texts), len(shards), len(done), written,
-                       (len(texts) - start_example) / max(elapsed, 1e-9), backend)
+    return LabelResult(
+        str(out),
+        len(texts),
+        len(shards),
+        len(done),
+        written,
+        (len(texts) - start_example) / max(elapsed, 1e-9),
+        backend,
+    )
 
 
 def _read_texts(paths: list[Path], text_column, label_column):
@@ -140,8 +190,10 @@ def _read_texts(paths: list[Path], text_column, label_column):
 def _check_layers(layers: list[int], low: int, high: int, option: str) -> list[int]:
     bad = [k for k in layers if not low <= k <= high]
     if bad:
-        raise MlxEdgeError(f"{option} {bad} out of range: this teacher has layers {low}..{high}",
-                           f"choose layers between {low} and {high}")
+        raise MlxEdgeError(
+            f"{option} {bad} out of range: this teacher has layers {low}..{high}",
+            f"choose layers between {low} and {high}",
+        )
     return sorted(set(layers))
 
 
@@ -166,8 +218,10 @@ def _resume_point(out: Path, setup: dict, force: bool) -> list[dict]:
     if existing is not None:
         if existing.get("kind") != "targets" or {k: existing.get(k) for k in setup} != setup:
             changed = sorted(k for k in setup if existing.get(k) != setup[k])
-            raise SetupMismatch(f"{out} holds targets of another setup (differs in: {', '.join(changed)})",
-                               "pass --force to start over, or choose another --out")
+            raise SetupMismatch(
+                f"{out} holds targets of another setup (differs in: {', '.join(changed)})",
+                "pass --force to start over, or choose another --out",
+            )
         shards = read_index(out)
         for shard in shards:
             if not (out / shard["file"]).is_file():
@@ -206,10 +260,8 @@ def _label_shard(forward, ids, rows, *, pad_id, batch_size, hidden_layers, atten
 
 
 def _torch_forward(teacher: Path, device: str, attention_layers: list[int]):
-    import torch
-    from transformers import AutoModelForSequenceClassification
-
-    from mlx_edge.devices import torch_placement
+    import torch  # lazy: the MLX backend labels without torch
+    from transformers import AutoModelForSequenceClassification  # lazy: the MLX backend labels without transformers
 
     placement = torch_placement(device)
     kwargs = {"attn_implementation": "eager"} if attention_layers else {}
@@ -217,9 +269,12 @@ def _torch_forward(teacher: Path, device: str, attention_layers: list[int]):
 
     def forward(input_ids, mask, want_hidden, want_attn):
         with torch.no_grad():
-            out = net(input_ids=torch.from_numpy(input_ids).long().to(placement.device),
-                      attention_mask=torch.from_numpy(mask).long().to(placement.device),
-                      output_hidden_states=want_hidden, output_attentions=want_attn)
+            out = net(
+                input_ids=torch.from_numpy(input_ids).long().to(placement.device),
+                attention_mask=torch.from_numpy(mask).long().to(placement.device),
+                output_hidden_states=want_hidden,
+                output_attentions=want_attn,
+            )
         hidden = [h.float().cpu().numpy() for h in out.hidden_states] if want_hidden else None
         attn = [a.float().cpu().numpy() for a in out.attentions] if want_attn else None
         return out.logits.float().cpu().numpy(), hidden, attn
@@ -228,19 +283,20 @@ def _torch_forward(teacher: Path, device: str, attention_layers: list[int]):
 
 
 def _mlx_forward(teacher: Path, device: str, batch_size: int):
-    import mlx.core as mx
-
-    from mlx_edge.cpu_streams import blas_limit, resolve_shards, sharded_forward
-    from mlx_edge.devices import mlx_device
-    from mlx_edge.models.checkpoint import load_model
 
     mlx_device(device)
     model = load_model(teacher, require_head=True)
     shards = resolve_shards(None, batch_size)  # on a CPU: a slice of each batch per core
 
     def forward(input_ids, mask, want_hidden, want_attn):
-        out = sharded_forward(model, mx.array(input_ids), mx.array(mask), shards, output_hidden_states=want_hidden,
-                              output_attentions=want_attn)
+        out = sharded_forward(
+            model,
+            mx.array(input_ids),
+            mx.array(mask),
+            shards,
+            output_hidden_states=want_hidden,
+            output_attentions=want_attn,
+        )
         with blas_limit(shards):
             mx.eval(out.logits, out.hidden_states or [], out.attentions or [])
         hidden = [np.array(h) for h in out.hidden_states] if want_hidden else None
@@ -248,4 +304,3 @@ def _mlx_forward(teacher: Path, device: str, batch_size: int):
         return np.array(out.logits), hidden, attn
 
     return forward
-

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 from mlx_edge.errors import ModelError
+from mlx_edge.fileio import sha256_file
 from mlx_edge.models.bert import BERT_LIKE_TYPES
 from mlx_edge.models.checkpoint import read_config
 
@@ -19,8 +21,10 @@ def check_local_model(model_dir: Path) -> dict:
     """The config of a local BERT-family model directory, or a ModelError saying what is wrong."""
     config = read_config(model_dir)
     if config.get("model_type") not in BERT_LIKE_TYPES:
-        raise ModelError(f"{model_dir} holds a {config.get('model_type')!r} model, not a BERT-family encoder",
-                         "pass a BERT-family model such as bert-base-chinese, MiniLM or RoBERTa")
+        raise ModelError(
+            f"{model_dir} holds a {config.get('model_type')!r} model, not a BERT-family encoder",
+            "pass a BERT-family model such as bert-base-chinese, MiniLM or RoBERTa",
+        )
     return config
 
 
@@ -35,7 +39,7 @@ def head_labels(config: dict) -> list[str] | None:
 
 def transformers_progress(enabled: bool) -> None:
     """transformers draws its own bars (loading/writing weights): follow our --quiet."""
-    from transformers.utils import logging
+    from transformers.utils import logging  # lazy: transformers loads in ~2 s; MLX teachers never need it
 
     # A new head on a pretrained encoder is the point of fine-tuning: no "newly initialized" report.
     logging.set_verbosity_error()
@@ -45,10 +49,12 @@ def transformers_progress(enabled: bool) -> None:
         logging.disable_progress_bar()
 
 
-def load_for_training(model: str, labels: list[str], *, trust_remote_code: bool = False,
-                      eager_attention: bool = False):
+def load_for_training(model: str, labels: list[str], *, trust_remote_code: bool = False, eager_attention: bool = False):
     """(AutoModelForSequenceClassification, fast tokenizer) for `labels`, with a new head if needed."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import (  # lazy: transformers loads in ~2 s; MLX teachers never need it
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+    )
 
     kwargs = {"trust_remote_code": trust_remote_code}
     if eager_attention:
@@ -58,26 +64,35 @@ def load_for_training(model: str, labels: list[str], *, trust_remote_code: bool 
         config = check_local_model(path)
         existing = head_labels(config)
         if existing is not None and existing != list(labels):
-            raise ModelError(f"the model's labels {existing} differ from the data's labels {list(labels)}",
-                             "start from the base model, or use data with the model's labels")
+            raise ModelError(
+                f"the model's labels {existing} differ from the data's labels {list(labels)}",
+                "start from the base model, or use data with the model's labels",
+            )
         source = str(path)
     else:
         source = model
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, use_fast=True, trust_remote_code=trust_remote_code)
         net = AutoModelForSequenceClassification.from_pretrained(
-            source, num_labels=len(labels), id2label=dict(enumerate(labels)),
-            label2id={label: i for i, label in enumerate(labels)}, **kwargs)
+            source,
+            num_labels=len(labels),
+            id2label=dict(enumerate(labels)),
+            label2id={label: i for i, label in enumerate(labels)},
+            **kwargs,
+        )
     except OSError as exc:
         if not is_local(model):
-            raise ModelError(f"cannot load {model!r}: it is not a local directory and the Hugging Face hub "
-                             "cannot be reached (offline or HF_HUB_OFFLINE=1)",
-                             f"download it where there is network (hf download {model} --local-dir DIR) "
-                             "and pass that directory") from None
+            raise ModelError(
+                f"cannot load {model!r}: it is not a local directory and the Hugging Face hub "
+                "cannot be reached (offline or HF_HUB_OFFLINE=1)",
+                f"download it where there is network (hf download {model} --local-dir DIR) and pass that directory",
+            ) from None
         raise ModelError(f"cannot load {model}: {str(exc).splitlines()[0]}") from None
     except ValueError as exc:  # e.g. remote code required, unknown architecture
-        raise ModelError(f"cannot load {model}: {str(exc).splitlines()[0]}",
-                         "pass --trust-remote-code only if you trust this model's code") from None
+        raise ModelError(
+            f"cannot load {model}: {str(exc).splitlines()[0]}",
+            "pass --trust-remote-code only if you trust this model's code",
+        ) from None
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"{model} has no fast tokenizer", "mlx-edge needs a tokenizers-backed WordPiece tokenizer")
     return net, tokenizer
@@ -85,8 +100,6 @@ def load_for_training(model: str, labels: list[str], *, trust_remote_code: bool 
 
 def file_hash_of_weights(model_dir: Path) -> str:
     """sha256 of the teacher's weights (the single file, or the index of shards)."""
-    from mlx_edge.fileio import sha256_file
-
     for name in ("model.safetensors", "model.safetensors.index.json"):
         if (Path(model_dir) / name).is_file():
             return sha256_file(Path(model_dir) / name)
@@ -95,7 +108,6 @@ def file_hash_of_weights(model_dir: Path) -> str:
 
 def tokenizer_hash(model_dir: Path) -> str:
     """sha256 over the tokenizer files that decide ids (a student must tokenize identically)."""
-    import hashlib
 
     digest = hashlib.sha256()
     found = False
@@ -111,5 +123,7 @@ def tokenizer_hash(model_dir: Path) -> str:
             digest.update(name.encode() + b"\0" + data)
             found = True
     if not found:
-        raise ModelError(f"{model_dir} has no tokenizer.json or vocab.txt", "copy the tokenizer files next to the model")
+        raise ModelError(
+            f"{model_dir} has no tokenizer.json or vocab.txt", "copy the tokenizer files next to the model"
+        )
     return digest.hexdigest()

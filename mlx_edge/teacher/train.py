@@ -13,18 +13,24 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
+import torch
+import torch.distributed as dist
+import torch.distributed as tdist
+from torch.nn.parallel import DistributedDataParallel
 
 from mlx_edge.data import bucketed_batches, collate, load_splits
 from mlx_edge.errors import MlxEdgeError
-from mlx_edge.progress import progress_bar
 from mlx_edge.manifest import file_fingerprint, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1, majority_accuracy
 from mlx_edge.models.checkpoint import ensure_vocab_txt
+from mlx_edge.progress import progress_bar
+from mlx_edge.runtime.devices import torch_placement
+from mlx_edge.teacher.source import load_for_training, transformers_progress
 
 METRICS_NAME = "metrics.jsonl"
 
@@ -57,25 +63,37 @@ def _init_distributed(device_kind: str) -> _Dist:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return _Dist()
-    import torch.distributed as dist
 
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device_kind == "cuda" else "gloo")
     return _Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
-def train_teacher(*, model: str, train: Path, out: Path, dev: Path | None = None, epochs: int = 3,
-                  batch_size: int = 16, learning_rate: float = 3e-5, max_length: int = 128,
-                  warmup_ratio: float = 0.1, weight_decay: float = 0.01, grad_accum: int = 1,
-                  max_grad_norm: float = 1.0, seed: int = 42, device: str = "auto", dev_fraction: float = 0.1,
-                  text_column: str | None = None, label_column: str | None = None, force: bool = False,
-                  trust_remote_code: bool = False, progress: bool = True,
-                  on_epoch: Callable[[dict], None] | None = None) -> TeacherTrainResult:
+def train_teacher(
+    *,
+    model: str,
+    train: Path,
+    out: Path,
+    dev: Path | None = None,
+    epochs: int = 3,
+    batch_size: int = 16,
+    learning_rate: float = 3e-5,
+    max_length: int = 128,
+    warmup_ratio: float = 0.1,
+    weight_decay: float = 0.01,
+    grad_accum: int = 1,
+    max_grad_norm: float = 1.0,
+    seed: int = 42,
+    device: str = "auto",
+    dev_fraction: float = 0.1,
+    text_column: str | None = None,
+    label_column: str | None = None,
+    force: bool = False,
+    trust_remote_code: bool = False,
+    progress: bool = True,
+    on_epoch: Callable[[dict], None] | None = None,
+) -> TeacherTrainResult:
     """Fine-tune `model` (hub id or directory) on labeled data; write the best epoch to `out`."""
-    import torch
-
-    from mlx_edge.devices import torch_placement
-    from mlx_edge.teacher.source import load_for_training, transformers_progress
 
     out = Path(out)
     placement = torch_placement(device)
@@ -86,8 +104,9 @@ def train_teacher(*, model: str, train: Path, out: Path, dev: Path | None = None
     if placement.device == "cuda":
         torch.cuda.set_device(torch_device)
 
-    train_data, dev_data, label_map = load_splits(train, dev, dev_fraction=dev_fraction, seed=seed,
-                                                  text_column=text_column, label_column=label_column)
+    train_data, dev_data, label_map = load_splits(
+        train, dev, dev_fraction=dev_fraction, seed=seed, text_column=text_column, label_column=label_column
+    )
     torch.manual_seed(seed)
     transformers_progress(progress and dist.main)
     net, tokenizer = load_for_training(model, label_map.labels, trust_remote_code=trust_remote_code)
@@ -104,9 +123,9 @@ def train_teacher(*, model: str, train: Path, out: Path, dev: Path | None = None
 
     model_for_step = net
     if dist.world > 1:
-        from torch.nn.parallel import DistributedDataParallel
-
-        model_for_step = DistributedDataParallel(net, device_ids=[dist.local_rank] if placement.device == "cuda" else None)
+        model_for_step = DistributedDataParallel(
+            net, device_ids=[dist.local_rank] if placement.device == "cuda" else None
+        )
 
     steps_per_epoch = math.ceil(len(train_ids) / (batch_size * dist.world) / grad_accum)
     total_steps = max(1, steps_per_epoch * epochs)
@@ -123,16 +142,20 @@ def train_teacher(*, model: str, train: Path, out: Path, dev: Path | None = None
     lengths = np.array([len(x) for x in train_ids])
     for epoch in range(epochs):
         batches = bucketed_batches(lengths, batch_size, seed=seed, epoch=epoch)
-        batches = batches[: len(batches) // dist.world * dist.world][dist.rank::dist.world] or batches[:1]
+        batches = batches[: len(batches) // dist.world * dist.world][dist.rank :: dist.world] or batches[:1]
         model_for_step.train()
         start = time.perf_counter()
         loss_sum = 0.0
-        bar = progress_bar(len(batches), desc=f"epoch {epoch + 1}/{epochs}", unit="batch", enabled=progress and dist.main)
+        bar = progress_bar(
+            len(batches), desc=f"epoch {epoch + 1}/{epochs}", unit="batch", enabled=progress and dist.main
+        )
         for i, batch in enumerate(batches):
             input_ids, mask = collate([train_ids[j] for j in batch], pad_id=pad_id)
-            inputs = {"input_ids": torch.from_numpy(input_ids).long().to(torch_device),
-                      "attention_mask": torch.from_numpy(mask).long().to(torch_device),
-                      "labels": torch.from_numpy(train_y[batch]).long().to(torch_device)}
+            inputs = {
+                "input_ids": torch.from_numpy(input_ids).long().to(torch_device),
+                "attention_mask": torch.from_numpy(mask).long().to(torch_device),
+                "labels": torch.from_numpy(train_y[batch]).long().to(torch_device),
+            }
             with torch.autocast(device_type="cuda", dtype=autocast_dtype, enabled=autocast_dtype is not None):
                 loss = model_for_step(**inputs).loss / grad_accum
             (scaler.scale(loss) if scaler else loss).backward()
@@ -157,9 +180,14 @@ def train_teacher(*, model: str, train: Path, out: Path, dev: Path | None = None
             bar.close()
         train_seconds += time.perf_counter() - start
         pred = predict_ids(net, dev_ids, pad_id=pad_id, device=torch_device, batch_size=batch_size * 2)
-        metrics = {"epoch": epoch + 1, "train_loss": loss_sum / max(1, len(batches)),
-                   "dev_accuracy": accuracy(pred, dev_y), "dev_macro_f1": macro_f1(pred, dev_y, len(label_map)),
-                   "learning_rate": scheduler.get_last_lr()[0], "samples_per_second": seen / train_seconds}
+        metrics = {
+            "epoch": epoch + 1,
+            "train_loss": loss_sum / max(1, len(batches)),
+            "dev_accuracy": accuracy(pred, dev_y),
+            "dev_macro_f1": macro_f1(pred, dev_y, len(label_map)),
+            "learning_rate": scheduler.get_last_lr()[0],
+            "samples_per_second": seen / train_seconds,
+        }
         if dist.main:
             with open(staging / METRICS_NAME, "a", encoding="utf-8") as f:
                 f.write(json.dumps(metrics) + "\n")
@@ -171,38 +199,59 @@ def train_teacher(*, model: str, train: Path, out: Path, dev: Path | None = None
             if on_epoch is not None:
                 on_epoch(metrics)
 
-    result = TeacherTrainResult(str(out), best["epoch"], best["accuracy"], best["macro_f1"],
-                                majority_accuracy(train_y, dev_y), seen / max(train_seconds, 1e-9),
-                                placement.device, dist.world)
+    result = TeacherTrainResult(
+        str(out),
+        best["epoch"],
+        best["accuracy"],
+        best["macro_f1"],
+        majority_accuracy(train_y, dev_y),
+        seen / max(train_seconds, 1e-9),
+        placement.device,
+        dist.world,
+    )
     if dist.main:
-        write_manifest(staging, "teacher", base_model=str(model), labels=label_map.labels, max_length=max_length,
-                       data={"train": file_fingerprint(train), "dev": file_fingerprint(dev) if dev else None,
-                             "dev_fraction": None if dev else dev_fraction, "seed": seed},
-                       hyperparameters={"epochs": epochs, "batch_size": batch_size, "learning_rate": learning_rate,
-                                        "warmup_ratio": warmup_ratio, "weight_decay": weight_decay,
-                                        "grad_accum": grad_accum, "max_grad_norm": max_grad_norm,
-                                        "autocast": placement.autocast_dtype},
-                       result=asdict(result))
+        write_manifest(
+            staging,
+            "teacher",
+            base_model=str(model),
+            labels=label_map.labels,
+            max_length=max_length,
+            data={
+                "train": file_fingerprint(train),
+                "dev": file_fingerprint(dev) if dev else None,
+                "dev_fraction": None if dev else dev_fraction,
+                "seed": seed,
+            },
+            hyperparameters={
+                "epochs": epochs,
+                "batch_size": batch_size,
+                "learning_rate": learning_rate,
+                "warmup_ratio": warmup_ratio,
+                "weight_decay": weight_decay,
+                "grad_accum": grad_accum,
+                "max_grad_norm": max_grad_norm,
+                "autocast": placement.autocast_dtype,
+            },
+            result=asdict(result),
+        )
         if out.exists():
             shutil.rmtree(out)
         os.replace(staging, out)
     del net, model_for_step, optimizer, scheduler
     _empty_cache(placement.device)
     if dist.world > 1:
-        import torch.distributed as tdist
-
         tdist.barrier()
     return result
 
 
 def _optimizer(net, learning_rate, weight_decay, warmup_ratio, total_steps):
-    import torch
 
     decay, no_decay = [], []
     for name, param in net.named_parameters():
         (no_decay if param.ndim < 2 or "LayerNorm" in name else decay).append(param)
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=learning_rate)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=learning_rate
+    )
     warmup = int(total_steps * warmup_ratio)
 
     def schedule(step: int) -> float:  # linear warmup, then linear decay to 0
@@ -215,7 +264,6 @@ def _optimizer(net, learning_rate, weight_decay, warmup_ratio, total_steps):
 
 def predict_ids(net, ids: list[np.ndarray], *, pad_id: int, device, batch_size: int = 64) -> np.ndarray:
     """Argmax labels for pre-tokenized inputs, in their original order."""
-    import torch
 
     net.eval()
     pred = np.zeros(len(ids), dtype=np.int32)
@@ -223,16 +271,16 @@ def predict_ids(net, ids: list[np.ndarray], *, pad_id: int, device, batch_size: 
     with torch.no_grad():
         for batch in order:
             input_ids, mask = collate([ids[j] for j in batch], pad_id=pad_id)
-            logits = net(input_ids=torch.from_numpy(input_ids).long().to(device),
-                         attention_mask=torch.from_numpy(mask).long().to(device)).logits
+            logits = net(
+                input_ids=torch.from_numpy(input_ids).long().to(device),
+                attention_mask=torch.from_numpy(mask).long().to(device),
+            ).logits
             pred[batch] = logits.argmax(-1).cpu().numpy()
     return pred
 
 
-
 def _empty_cache(device_kind: str) -> None:
     """Hand accelerator memory back once the model is dropped (a Mac shares it with everything)."""
-    import torch
 
     gc.collect()
     if device_kind == "cuda":

@@ -13,6 +13,7 @@ CPU (the logistic regression is dense full-batch numpy).
 
     python mlx_edge/datasets/todo/baseline_bow.py
 """
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ def tokenize(text: str) -> list[str]:
     toks = WORD_RE.findall(text)
     for run in CJK_RUN_RE.findall(text):
         toks.extend(run)
-        toks.extend(run[i:i + 2] for i in range(len(run) - 1))
+        toks.extend(run[i : i + 2] for i in range(len(run) - 1))
     return toks
 
 
@@ -86,18 +87,18 @@ def main() -> None:
     ytr = np.array([lab_id[r["label"]] for r in train])
     print(f"train {len(train)}  dev {len(dev)}  test {len(test)}  vocab {len(vocab)}")
 
-    models = {"naive_bayes": naive_bayes(Xtr, ytr, len(labels)),
-              "logreg": logistic_regression(Xtr, ytr, len(labels))}
+    models = {"naive_bayes": naive_bayes(Xtr, ytr, len(labels)), "logreg": logistic_regression(Xtr, ytr, len(labels))}
     for name, predict in models.items():
         for split_name, rows in (("dev", dev), ("test", test)):
             y = np.array([lab_id[r["label"]] for r in rows])
             pred = predict(featurize(rows, vocab))
             acc = (pred == y).mean()
-            by_lang = {lang: (pred[m] == y[m]).mean()
-                       for lang in ("en", "zh")
-                       for m in [np.array([r["lang"] == lang for r in rows])]}
-            print(f"{name:12s} {split_name:4s} acc {acc:.3f}  "
-                  f"(en {by_lang['en']:.3f}, zh {by_lang['zh']:.3f})")
+            by_lang = {
+                lang: (pred[m] == y[m]).mean()
+                for lang in ("en", "zh")
+                for m in [np.array([r["lang"] == lang for r in rows])]
+            }
+            print(f"{name:12s} {split_name:4s} acc {acc:.3f}  (en {by_lang['en']:.3f}, zh {by_lang['zh']:.3f})")
         if name == "naive_bayes":
             y = np.array([lab_id[r["label"]] for r in test])
             pred = predict(featurize(test, vocab))

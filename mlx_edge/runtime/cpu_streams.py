@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 import mlx.core as mx
 
-from mlx_edge._blas import blas_threads
+from mlx_edge.runtime.blas import blas_threads
 
 _STREAMS: list = []
 

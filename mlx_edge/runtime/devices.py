@@ -24,13 +24,13 @@ class TorchPlacement:
     needs_grad_scaler: bool
 
     def torch_device(self):
-        import torch
+        import torch  # lazy: torch loads in ~1 s and MLX-only paths never need it
 
         return torch.device(self.device)
 
 
 def torch_backends_available() -> dict[str, bool]:
-    import torch
+    import torch  # lazy: torch loads in ~1 s and MLX-only paths never need it
 
     mps = getattr(torch.backends, "mps", None)
     return {
@@ -49,19 +49,22 @@ def torch_placement(preference: str = "auto") -> TorchPlacement:
     elif preference == "gpu":
         device = next((d for d in ("cuda", "mps") if available[d]), None)
         if device is None:
-            raise DeviceError("--device gpu: PyTorch sees neither CUDA nor MPS here",
-                              "use --device cpu or --device auto")
+            raise DeviceError(
+                "--device gpu: PyTorch sees neither CUDA nor MPS here", "use --device cpu or --device auto"
+            )
     else:
         device = preference
         if not available[device]:
-            raise DeviceError(f"--device {device}: PyTorch cannot use {device.upper()} on this machine",
-                              "use --device auto to take the best one present")
+            raise DeviceError(
+                f"--device {device}: PyTorch cannot use {device.upper()} on this machine",
+                "use --device auto to take the best one present",
+            )
     return _placement_for(device)
 
 
 def _placement_for(device: str) -> TorchPlacement:
     if device == "cuda":
-        import torch
+        import torch  # lazy: torch loads in ~1 s and MLX-only paths never need it
 
         bf16 = torch.cuda.is_bf16_supported()
         return TorchPlacement("cuda", "bfloat16" if bf16 else "float16", needs_grad_scaler=not bf16)
@@ -72,7 +75,7 @@ def _placement_for(device: str) -> TorchPlacement:
 
 
 def mlx_backends_available() -> dict[str, bool]:
-    import mlx.core as mx
+    import mlx.core as mx  # lazy: doctor reports a broken mlx through these probes
 
     gpu = False
     try:
@@ -84,7 +87,7 @@ def mlx_backends_available() -> dict[str, bool]:
 
 def mlx_gpu_kind() -> str | None:
     """'metal', 'cuda' or None."""
-    import mlx.core as mx
+    import mlx.core as mx  # lazy: doctor reports a broken mlx through these probes
 
     if not mlx_backends_available()["gpu"]:
         return None
@@ -95,7 +98,7 @@ def mlx_gpu_kind() -> str | None:
 
 def mlx_device(preference: str = "auto", *, set_default: bool = True):
     """Resolve a `--device` value for MLX work; sets MLX's default device unless told not to."""
-    import mlx.core as mx
+    import mlx.core as mx  # lazy: doctor reports a broken mlx through these probes
 
     preference = _normalize(preference)
     gpu_kind = mlx_gpu_kind()
@@ -107,8 +110,7 @@ def mlx_device(preference: str = "auto", *, set_default: bool = True):
         wanted = {"gpu": gpu_kind, "cuda": "cuda", "mps": "metal"}[preference]
         if gpu_kind is None or gpu_kind != wanted:
             present = f"MLX's GPU backend here is {gpu_kind}" if gpu_kind else "MLX has no GPU backend here"
-            raise DeviceError(f"--device {preference}: {present}",
-                              "use --device cpu or --device auto")
+            raise DeviceError(f"--device {preference}: {present}", "use --device cpu or --device auto")
         device = mx.gpu
     if set_default:
         mx.set_default_device(device)

@@ -34,8 +34,10 @@ def read_weights(model_dir: Path) -> dict[str, mx.array]:
             weights.update(_load_file(model_dir / shard))
         return weights
     if any((model_dir / n).exists() for n in ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack")):
-        raise ModelError(f"{model_dir} has no safetensors weights (only a pickle/TF/Flax file)",
-                         "re-save it with transformers: model.save_pretrained(dir, safe_serialization=True)")
+        raise ModelError(
+            f"{model_dir} has no safetensors weights (only a pickle/TF/Flax file)",
+            "re-save it with transformers: model.save_pretrained(dir, safe_serialization=True)",
+        )
     raise ModelError(f"{model_dir} has no {WEIGHTS_NAME}", "pass a Hugging Face model directory")
 
 

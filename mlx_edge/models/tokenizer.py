@@ -10,6 +10,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenizers import Tokenizer
+from tokenizers.implementations import BertWordPieceTokenizer
+
 from mlx_edge.errors import ModelError
 
 
@@ -61,7 +64,6 @@ class TextTokenizer:
 
 
 def load_tokenizer(model_dir: str | Path) -> TextTokenizer:
-    from tokenizers import Tokenizer
 
     model_dir = Path(model_dir)
     config = _read_json(model_dir / "tokenizer_config.json")
@@ -72,18 +74,24 @@ def load_tokenizer(model_dir: str | Path) -> TextTokenizer:
             raise ModelError(f"cannot read {model_dir / 'tokenizer.json'}: {exc}") from exc
         settings = _settings_from_normalizer(json.loads((model_dir / "tokenizer.json").read_text()), config)
     elif (model_dir / "vocab.txt").is_file():
-        from tokenizers.implementations import BertWordPieceTokenizer
-
         settings = _settings_from_config(config)
         wrapper = BertWordPieceTokenizer(
-            str(model_dir / "vocab.txt"), clean_text=settings.clean_text,
-            handle_chinese_chars=settings.tokenize_chinese_chars, strip_accents=settings.strip_accents,
-            lowercase=settings.do_lower_case, unk_token=settings.unk_token, sep_token=settings.sep_token,
-            cls_token=settings.cls_token, pad_token=settings.pad_token)
+            str(model_dir / "vocab.txt"),
+            clean_text=settings.clean_text,
+            handle_chinese_chars=settings.tokenize_chinese_chars,
+            strip_accents=settings.strip_accents,
+            lowercase=settings.do_lower_case,
+            unk_token=settings.unk_token,
+            sep_token=settings.sep_token,
+            cls_token=settings.cls_token,
+            pad_token=settings.pad_token,
+        )
         backend = wrapper._tokenizer
     else:
-        raise ModelError(f"{model_dir} has no tokenizer (tokenizer.json or vocab.txt)",
-                         "copy the tokenizer files of the model next to its config.json")
+        raise ModelError(
+            f"{model_dir} has no tokenizer (tokenizer.json or vocab.txt)",
+            "copy the tokenizer files of the model next to its config.json",
+        )
     return TextTokenizer(backend, settings, model_dir)
 
 
@@ -113,17 +121,21 @@ def _settings_from_config(config: dict) -> TokenizerSettings:
         strip_accents=config.get("strip_accents"),
         tokenize_chinese_chars=bool(config.get("tokenize_chinese_chars", True)),
         clean_text=True,
-        **_special_tokens(config))
+        **_special_tokens(config),
+    )
 
 
 def _settings_from_normalizer(tokenizer_json: dict, config: dict) -> TokenizerSettings:
     normalizer = tokenizer_json.get("normalizer") or {}
     if normalizer.get("type") != "BertNormalizer":
-        raise ModelError(f"tokenizer normalizer {normalizer.get('type')!r} is not BERT's WordPiece normalizer",
-                         "mlx-edge (and its Swift tokenizer) support BERT WordPiece tokenizers")
+        raise ModelError(
+            f"tokenizer normalizer {normalizer.get('type')!r} is not BERT's WordPiece normalizer",
+            "mlx-edge (and its Swift tokenizer) support BERT WordPiece tokenizers",
+        )
     return TokenizerSettings(
         do_lower_case=bool(normalizer.get("lowercase", True)),
         strip_accents=normalizer.get("strip_accents"),
         tokenize_chinese_chars=bool(normalizer.get("handle_chinese_chars", True)),
         clean_text=bool(normalizer.get("clean_text", True)),
-        **_special_tokens(config))
+        **_special_tokens(config),
+    )

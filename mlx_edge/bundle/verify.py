@@ -1,0 +1,182 @@
+"""The checks of a bundle's models themselves, shared by `export` (before the manifest is written)
+and `check`: op coverage, weights, the updatable head, parity across MLX / PyTorch mirror / ONNX
+Runtime / the mlprogram run in NumPy, extreme inputs, CoreML predict on macOS, a simulated update.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from bridges.check_head import check_head_spec, check_update
+from bridges.check_numeric import Backends, check_coreml_predict, check_extremes, check_parity, encode, extreme_examples
+from bridges.checks import CheckResult, check_weights
+from bridges.coreml_head import describe_head, head_weights, load_head_spec
+from bridges.mil_numpy import load_program, op_types, program_constants, run_program, unsupported_ops
+from bridges.onnx_export import OnnxRunner, check_onnx
+from bridges.torch_mirror import load_mirror, read_student_weights
+from mlx_edge.bundle.layout import sequence_lengths, weights_sha256
+from mlx_edge.data import read_labeled
+from mlx_edge.datasets import todo_split
+from mlx_edge.errors import BundleError, MlxEdgeError
+from mlx_edge.models.checkpoint import load_model
+
+UPDATE_EXAMPLES = 8
+
+
+@dataclass
+class CheckReport:
+    bundle: str
+    results: list = field(default_factory=list)  # bridges.checks.CheckResult
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+    @property
+    def failed(self) -> list:
+        return [r for r in self.results if not r.ok]
+
+    def to_dict(self) -> dict:
+        return {
+            "bundle": self.bundle,
+            "ok": self.ok,
+            "passed": sum(r.ok and not r.skipped for r in self.results),
+            "failed": len(self.failed),
+            "skipped": sum(r.skipped for r in self.results),
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+def default_texts(n: int) -> list[str]:
+    """`n` texts of the shipped to-do dev split (Chinese and English), evenly spread."""
+    texts = read_labeled(todo_split("dev")).texts
+    step = max(len(texts) // max(n, 1), 1)
+    return texts[::step][:n]
+
+
+def load_student(manifest: dict, student_dir: Path | None):
+    path = Path(student_dir) if student_dir is not None else Path(manifest["student"]["path"])
+    if not (path / "config.json").is_file():
+        if student_dir is not None:
+            raise BundleError(f"--student {path} is not a model directory", "pass the student the bundle came from")
+        return (
+            None,
+            None,
+            CheckResult(
+                "student",
+                True,
+                f"{path} not found: MLX/mirror parity and weight checks "
+                "skipped, ONNX Runtime is the reference (pass --student)",
+                skipped=True,
+            ),
+        )
+    if weights_sha256(path) != manifest["student"]["weights_sha256"]:
+        return (
+            None,
+            None,
+            CheckResult(
+                "student", False, f"{path} has other weights than the bundle was exported from (sha256 differs)"
+            ),
+        )
+    student = load_model(path, require_head=True)
+    mirror = load_mirror(read_student_weights(path), student.config, source=path)
+    return student, mirror, CheckResult("student", True, f"{path} (weights sha256 match the manifest)")
+
+
+def verify_artifacts(bundle: Path, manifest: dict, *, student, mirror, tokenizer, texts: list[str]) -> list:
+    """The checks of the models themselves (shared by `export`, before the manifest is written)."""
+    bundle = Path(bundle)
+    models = manifest["models"]
+    precision, quantize = manifest["precision"], manifest["quantize"]["mode"]
+    results, programs = [], {}
+    for key in ("encoder", "classifier"):
+        try:
+            programs[key] = load_program(bundle / models[key]["file"])
+        except Exception as exc:  # a damaged package: coremltools/protobuf raise many kinds
+            results.append(CheckResult(f"load.{key}", False, f"{models[key]['file']} cannot be loaded: {exc}"))
+            continue
+        unknown = unsupported_ops(programs[key])
+        results.append(
+            CheckResult(
+                f"program.ops.{key}",
+                not unknown,
+                f"op type(s) the NumPy interpreter does not cover: {', '.join(unknown)}"
+                if unknown
+                else f"all {len(op_types(programs[key]))} op types covered",
+                {"op_types": op_types(programs[key])},
+            )
+        )
+        if unknown:
+            programs.pop(key)
+        elif mirror is not None:
+            state = {k: v.numpy() for k, v in mirror.state_dict().items()}
+            results.append(
+                check_weights(key, program_constants(programs[key]), state, precision=precision, quantize=quantize)
+            )
+    try:
+        head_spec = load_head_spec(bundle / models["head"]["file"])
+        head_info = describe_head(head_spec)
+        w, b = head_weights(head_spec)
+    except Exception as exc:  # a damaged .mlmodel is a protobuf DecodeError, or has no innerProduct
+        results.append(CheckResult("load.head", False, f"{models['head']['file']} cannot be read: {exc}"))
+        head_info = None
+    if head_info is not None:
+        results += check_head_spec(head_info, models["head"])
+        if mirror is not None:
+            ref_w = mirror.classifier.weight.detach().numpy()
+            ref_b = mirror.classifier.bias.detach().numpy()
+            same = w.shape == ref_w.shape and np.array_equal(w, ref_w) and np.array_equal(b, ref_b)
+            results.append(
+                CheckResult(
+                    "head.weights",
+                    same,
+                    "innerProduct weights equal the student's classifier"
+                    if same
+                    else "the head's weights differ from the student's classifier",
+                )
+            )
+    onnx = None
+    try:
+        check_onnx(bundle / models["onnx"]["file"])
+        onnx = OnnxRunner(bundle / models["onnx"]["file"])
+        results.append(CheckResult("onnx.checker", True, "onnx.checker (full check) passes; ONNX Runtime loads it"))
+    except MlxEdgeError as exc:
+        results.append(CheckResult("onnx.checker", False, str(exc)))
+    if "encoder" not in programs or "classifier" not in programs or head_info is None:
+        results.append(CheckResult("parity", False, "not run: a model above could not be loaded or evaluated"))
+        return results
+
+    seq = sequence_lengths(manifest)
+    backends = Backends(
+        seq=seq,
+        precision=precision,
+        quantize=quantize,
+        encoder_program=programs["encoder"],
+        classifier_program=programs["classifier"],
+        head=(w, b),
+        onnx=onnx,
+        mirror=mirror,
+        student=student,
+    )
+    if mirror is None and onnx is None:
+        results.append(CheckResult("parity", False, "no reference: neither the student nor the ONNX model loads"))
+        return results
+    examples = encode(tokenizer, texts, seq)
+    try:
+        results += check_parity(backends, examples)
+        results += check_extremes(backends, extreme_examples(tokenizer, seq))
+        embeddings = np.concatenate(
+            [
+                run_program(programs["encoder"], {"input_ids": i, "attention_mask": m})["embedding"]
+                for i, m in examples[:UPDATE_EXAMPLES]
+            ]
+        ).astype(np.float64)
+    except MlxEdgeError as exc:  # e.g. an op the interpreter covers, in a variant it does not
+        results.append(CheckResult("parity", False, f"the program could not be evaluated: {exc}"))
+        return results
+    results += check_coreml_predict(bundle, manifest, backends, examples[:4])
+    results.append(check_update(head_info, w, b, embeddings, manifest["labels"]))
+    return results

@@ -1,0 +1,206 @@
+"""`mlx-edge augment`: synthetic examples from a local LLM, cleaned by the teacher. Imports only click."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from mlx_edge.cli.options import echo_err, with_columns
+
+
+def _class_list(ctx, param, value):
+    if not value:
+        return None
+    classes = [c.strip() for c in value.split(",") if c.strip()]
+    if not classes:
+        raise click.BadParameter("give class names separated by commas, e.g. finance,health")
+    return classes
+
+
+@click.command()
+@click.option(
+    "--seeds",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Labeled file of real examples (CSV/TSV/JSONL) that the new ones imitate.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help='JSONL file to write ({"text","label"} per line); FILE.manifest.json and FILE.state.json go next to it.',
+)
+@click.option("--per-class", type=click.IntRange(1), required=True, help="New examples wanted per class.")
+@click.option(
+    "--llm",
+    default=None,
+    help="mlx-lm model directory or hub id (an instruct model). Omitted: token edits of the seeds, no LLM.",
+)
+@click.option(
+    "--classes",
+    callback=_class_list,
+    default=None,
+    help="Comma-separated classes to augment (each needs seed examples); default: all in --seeds.",
+)
+@click.option(
+    "--teacher",
+    "teacher_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Trained teacher directory: drop examples it labels differently or doubts.",
+)
+@click.option(
+    "--min-confidence",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="With --teacher: drop examples whose teacher confidence is below this.",
+)
+@click.option("--relabel", is_flag=True, help="With --teacher: keep disagreements under the teacher's label.")
+@click.option("--shots", type=click.IntRange(1), default=5, show_default=True, help="Seed examples shown per prompt.")
+@click.option(
+    "--per-prompt", type=click.IntRange(1), default=10, show_default=True, help="New examples asked for per prompt."
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1),
+    default=8,
+    show_default=True,
+    help="Prompts generated together per round (batched by mlx-lm).",
+)
+@click.option(
+    "--max-rounds",
+    type=click.IntRange(1),
+    default=50,
+    show_default=True,
+    help="Stop after this many rounds even if a class is short (raise it and re-run to continue).",
+)
+@click.option("--max-tokens", type=click.IntRange(1), default=512, show_default=True, help="Token limit per answer.")
+@click.option("--temperature", type=click.FloatRange(0), default=0.8, show_default=True, help="Sampling temperature.")
+@click.option("--top-p", type=click.FloatRange(0, 1), default=0.95, show_default=True, help="Nucleus sampling mass.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for shot choice and sampling.")
+@click.option(
+    "--near-duplicate",
+    type=click.FloatRange(0, 1),
+    default=0.8,
+    show_default=True,
+    help="Jaccard similarity (words, or character bigrams for Chinese) at which texts count as duplicates.",
+)
+@click.option("--min-chars", type=click.IntRange(1), default=3, show_default=True, help="Drop shorter examples.")
+@click.option("--max-chars", type=click.IntRange(1), default=300, show_default=True, help="Drop longer examples.")
+@with_columns
+@click.option("--force", is_flag=True, help="Start over even if --out holds (part of) another run.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def augment(
+    seeds,
+    out,
+    per_class,
+    llm,
+    classes,
+    teacher_dir,
+    min_confidence,
+    relabel,
+    shots,
+    per_prompt,
+    batch_size,
+    max_rounds,
+    max_tokens,
+    temperature,
+    top_p,
+    seed,
+    near_duplicate,
+    min_chars,
+    max_chars,
+    text_column,
+    label_column,
+    force,
+    as_json,
+    quiet,
+):
+    """Grow a small labeled set: new examples per class from a local LLM (mlx-lm).
+
+    Each prompt shows the LLM a few real seeds of one class and asks for new ones in the same
+    language and style. Answers are parsed (lists, quotes, JSON), exact and near duplicates and
+    seed copies dropped, and classes balanced to --per-class. With --teacher, examples the
+    teacher labels differently or with less than --min-confidence are dropped. Output is
+    appended round by round: re-running an interrupted command continues it. Without --llm,
+    new examples are token edits (delete/swap/replace/insert) of the seeds.
+
+    \b
+    Examples:
+      mlx-edge augment --seeds train.jsonl --llm mlx-community/Qwen2.5-1.5B-Instruct-4bit \\
+          --per-class 200 --teacher teacher --min-confidence 0.7 --out synthetic.jsonl
+      mlx-edge augment --seeds train.csv --per-class 50 --teacher teacher --out edits.jsonl
+    """
+    from mlx_edge.augment.api import augment as run_augment  # lazy: --help stays instant
+    from mlx_edge.augment.api import format_report  # lazy: --help stays instant
+
+    if llm is None:
+        echo_err("no --llm given: making token edits of the seeds", quiet)
+    result = run_augment(
+        seeds=seeds,
+        out=out,
+        per_class=per_class,
+        llm=llm,
+        classes=classes,
+        teacher=teacher_dir,
+        min_confidence=min_confidence,
+        relabel=relabel,
+        shots=shots,
+        per_prompt=per_prompt,
+        batch_size=batch_size,
+        max_rounds=max_rounds,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        seed=seed,
+        near_duplicate=near_duplicate,
+        min_chars=min_chars,
+        max_chars=max_chars,
+        text_column=text_column,
+        label_column=label_column,
+        force=force,
+        progress=not quiet,
+    )
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "out": result.out,
+                    "manifest": result.manifest,
+                    "method": result.method,
+                    "rounds": result.rounds,
+                    "new_examples": result.new_examples,
+                    "resumed": result.resumed,
+                    "complete": result.complete,
+                    "short": result.short,
+                    "classes": {c: vars(v) for c, v in result.classes.items()},
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
+        return
+    click.echo(format_report(result))
+    if result.resumed and not result.new_examples:
+        kept = sum(c.kept for c in result.classes.values())
+        click.echo(
+            f"{result.out} already holds {kept} examples from {result.rounds} rounds; nothing to do"
+            f" (manifest {result.manifest})"
+        )
+        for name in result.short:
+            echo_err(f"warning: {name} has {result.classes[name].kept} of {per_class}: raise --max-rounds to continue")
+        return
+    resumed = " (resumed)" if result.resumed else ""
+    click.echo(
+        f"{result.new_examples} new examples written to {result.out}{resumed} in {result.rounds} rounds "
+        f"({result.examples_per_second:.1f} examples/s); manifest {result.manifest}"
+    )
+    for name in result.short:
+        echo_err(
+            f"warning: {name} has {result.classes[name].kept} of {per_class} after {result.rounds} rounds "
+            f"(raise --max-rounds and re-run to continue, or lower --min-confidence)"
+        )

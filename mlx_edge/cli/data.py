@@ -1,0 +1,80 @@
+"""`mlx-edge data`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from mlx_edge.cli.options import with_columns
+
+
+@click.command()
+@click.argument("train", type=click.Path(path_type=Path))
+@click.option("--dev", type=click.Path(path_type=Path), default=None, help="Dev file; else a stratified split is cut.")
+@click.option(
+    "--dev-fraction",
+    type=click.FloatRange(0.01, 0.5),
+    default=0.1,
+    show_default=True,
+    help="Share of training data kept for dev when no --dev is given.",
+)
+@click.option(
+    "--tokenizer",
+    "tokenizer_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Model directory whose tokenizer measures token lengths (to choose --max-length).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the dev split.")
+@with_columns
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def data(train, dev, dev_fraction, tokenizer_dir, seed, text_column, label_column, as_json):
+    """Read a labeled file the way training will, and summarize it.
+
+    CSV, TSV (with or without header) and JSONL; text and label columns are found by common
+    names (text/sentence/content/review, label/class/category) or given. Fails with one line
+    on anything training would fail on.
+
+    \b
+    Examples:
+      mlx-edge data train.csv --dev dev.csv
+      mlx-edge data notes.tsv --text-column body --label-column tag --tokenizer ./teacher
+    """
+    from mlx_edge.data import load_splits  # lazy: --help stays instant
+
+    train_data, dev_data, label_map = load_splits(
+        train, dev, dev_fraction=dev_fraction, seed=seed, text_column=text_column, label_column=label_column
+    )
+    summary = {
+        "train": {"path": str(train), "examples": len(train_data), "counts": dict(train_data.counts())},
+        "dev": {
+            "path": str(dev) if dev else f"{dev_fraction:.0%} of train (seed {seed})",
+            "examples": len(dev_data),
+            "counts": dict(dev_data.counts()),
+        },
+        "labels": label_map.labels,
+    }
+    if tokenizer_dir is not None:
+        import numpy as np  # lazy: --help stays instant
+
+        from mlx_edge.models.tokenizer import load_tokenizer  # lazy: --help stays instant
+
+        tokenizer = load_tokenizer(tokenizer_dir)
+        lengths = np.array([len(x) for x in tokenizer.encode_batch(train_data.texts, max_length=100_000)])
+        summary["tokens"] = {f"p{q}": int(np.percentile(lengths, q)) for q in (50, 90, 99, 100)}
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
+        return
+    click.echo(f"labels ({len(label_map)}): {', '.join(label_map.labels)}")
+    for split in ("train", "dev"):
+        info = summary[split]
+        counts = ", ".join(f"{k} {info['counts'].get(k, 0)}" for k in label_map.labels)
+        click.echo(f"{split:<5} {info['examples']:>6} examples  ({info['path']})\n      {counts}")
+    if "tokens" in summary:
+        t = summary["tokens"]
+        click.echo(
+            f"tokens per example: median {t['p50']}, p90 {t['p90']}, p99 {t['p99']}, max {t['p100']}"
+            f"  → --max-length {max(16, -(-t['p99'] // 8) * 8)} covers 99%"
+        )

@@ -1,0 +1,265 @@
+"""`mlx-edge distill`. Imports only click at module level."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from mlx_edge.cli.options import device_option, echo_err, layer_list, with_columns
+
+
+@click.command()
+@click.option(
+    "--teacher",
+    "teacher_dir",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Trained teacher directory (BERT architecture; it runs in MLX).",
+)
+@click.option("--train", "train_path", type=click.Path(path_type=Path), required=True, help="Labeled training file.")
+@click.option(
+    "--dev",
+    "dev_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Labeled dev file; else a stratified split of --train.",
+)
+@click.option(
+    "--targets",
+    "targets_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Targets cache from `teacher label`; without it the teacher runs live in MLX.",
+)
+@click.option(
+    "--student",
+    default="tiny",
+    show_default=True,
+    help="Preset (tiny, small, small-512, half), a BERT config .json, or a student directory to continue.",
+)
+@click.option(
+    "--init",
+    type=click.Choice(["random", "teacher"]),
+    default="random",
+    show_default=True,
+    help="random, or teacher: copy embeddings and a subset of teacher layers (widths must match).",
+)
+@click.option("--init-layers", callback=layer_list, default="", help="Teacher layers to copy (0-based), e.g. 1,3,5.")
+@click.option("--layer-map", default=None, help="Student:teacher layer pairs (0-based), e.g. 0:2,1:5; default uniform.")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Directory to write the student to.")
+@click.option("--epochs", type=click.IntRange(1), default=5, show_default=True, help="Passes over the data.")
+@click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True, help="Examples per step.")
+@click.option(
+    "--lr",
+    "learning_rate",
+    type=click.FloatRange(0, min_open=True),
+    default=1e-4,
+    show_default=True,
+    help="Peak learning rate (AdamW, warmup then linear decay).",
+)
+@click.option(
+    "--max-length",
+    type=click.IntRange(8, 4096),
+    default=None,
+    help="Token limit; default: the cache's, else the teacher's.",
+)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(0, min_open=True),
+    default=2.0,
+    show_default=True,
+    help="Soft-target temperature T (the KD term is multiplied by T²).",
+)
+@click.option("--kd-weight", default="1.0", show_default=True, help="Soft-target KL weight: W or START:END (linear).")
+@click.option("--ce-weight", default="0.1", show_default=True, help="Hard-label cross-entropy weight.")
+@click.option("--hidden-weight", default="0", show_default=True, help="Hidden-state MSE weight (mapped layers).")
+@click.option("--attention-weight", default="0", show_default=True, help="Attention-map loss weight.")
+@click.option("--embedding-weight", default="0", show_default=True, help="Embedding-output MSE weight.")
+@click.option(
+    "--attention-loss",
+    type=click.Choice(["mse", "kl"]),
+    default="mse",
+    show_default=True,
+    help="How attention maps are compared.",
+)
+@click.option(
+    "--two-stage",
+    "two_stage_epochs",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="TinyBERT style: this many epochs of intermediate losses only, then prediction losses.",
+)
+@click.option(
+    "--warmup-ratio", type=click.FloatRange(0, 1), default=0.1, show_default=True, help="Warmup share of steps."
+)
+@click.option("--weight-decay", type=click.FloatRange(0), default=0.01, show_default=True, help="AdamW weight decay.")
+@click.option("--grad-accum", type=click.IntRange(1), default=1, show_default=True, help="Batches per optimizer step.")
+@click.option(
+    "--max-grad-norm",
+    type=click.FloatRange(0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Gradient clipping norm.",
+)
+@click.option("--patience", type=click.IntRange(1), default=None, help="Stop after this many epochs without dev gain.")
+@click.option(
+    "--checkpoint-every",
+    type=click.IntRange(1),
+    default=200,
+    show_default=True,
+    help="Steps between resume checkpoints (also at every epoch end).",
+)
+@click.option("--max-steps", type=click.IntRange(1), default=None, help="Stop after this many steps (a quick trial).")
+@click.option(
+    "--cpu-shards",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="On MLX's CPU: split each batch over this many streams (threads); default one per core, "
+    "at most 8, at least 8 rows each. Ignored on a GPU.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for init, shuffling, dropout, dev split.")
+@click.option(
+    "--dev-fraction",
+    type=click.FloatRange(0.01, 0.5),
+    default=0.1,
+    show_default=True,
+    help="Dev share when no --dev is given.",
+)
+@with_columns
+@device_option
+@click.option("--force", is_flag=True, help="Replace --out if it exists.")
+@click.option("--restart", is_flag=True, help="Discard an interrupted run instead of resuming it.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def distill(
+    teacher_dir,
+    train_path,
+    dev_path,
+    targets_dir,
+    student,
+    init,
+    init_layers,
+    layer_map,
+    out,
+    epochs,
+    batch_size,
+    learning_rate,
+    max_length,
+    temperature,
+    kd_weight,
+    ce_weight,
+    hidden_weight,
+    attention_weight,
+    embedding_weight,
+    attention_loss,
+    two_stage_epochs,
+    warmup_ratio,
+    weight_decay,
+    grad_accum,
+    max_grad_norm,
+    patience,
+    checkpoint_every,
+    max_steps,
+    cpu_shards,
+    seed,
+    dev_fraction,
+    text_column,
+    label_column,
+    device,
+    force,
+    restart,
+    as_json,
+    quiet,
+):
+    """Distill the teacher into a small student written in MLX.
+
+    Losses: soft targets (KL at temperature T, times T²), hard labels, hidden states (through a
+    learned projection when widths differ), attention maps, embeddings — each with a weight,
+    constant (W) or linear (START:END). Re-running an interrupted command resumes from its last
+    checkpoint and ends with the same weights; --restart discards it. A NaN/inf loss stops the
+    run and names the step and the term.
+
+    \b
+    Examples:
+      mlx-edge distill --teacher teacher --train train.csv --student tiny --out student
+      mlx-edge distill --teacher teacher --train train.csv --targets targets --student half \\
+          --init teacher --hidden-weight 1 --attention-weight 1 --out student
+    """
+    from mlx_edge.distill.api import distill as run  # lazy: --help stays instant
+    from mlx_edge.distill.loop import LoopConfig, Schedule  # lazy: --help stays instant
+
+    weights = {
+        "kd": Schedule.parse(kd_weight),
+        "ce": Schedule.parse(ce_weight),
+        "hidden": Schedule.parse(hidden_weight),
+        "attention": Schedule.parse(attention_weight),
+        "embedding": Schedule.parse(embedding_weight),
+    }
+    loop = LoopConfig(
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        warmup_ratio=warmup_ratio,
+        weight_decay=weight_decay,
+        grad_accum=grad_accum,
+        max_grad_norm=max_grad_norm,
+        seed=seed,
+        temperature=temperature,
+        weights=weights,
+        attention_loss=attention_loss,
+        two_stage_epochs=two_stage_epochs,
+        patience=patience,
+        checkpoint_every=checkpoint_every,
+        max_steps=max_steps,
+        cpu_shards=cpu_shards,
+    )
+
+    def report_epoch(m):
+        echo_err(
+            f"epoch {m['epoch']}: dev accuracy {m['dev_accuracy']:.3f}  macro-F1 {m['dev_macro_f1']:.3f}  "
+            f"agreement {m['teacher_agreement']:.3f}  {m['samples_per_second']:.1f} samples/s",
+            quiet,
+        )
+
+    report = run(
+        teacher=teacher_dir,
+        train=train_path,
+        out=out,
+        dev=dev_path,
+        targets=targets_dir,
+        student=student,
+        init=init,
+        init_layers=init_layers or None,
+        layer_map=layer_map,
+        max_length=max_length,
+        loop=loop,
+        dev_fraction=dev_fraction,
+        text_column=text_column,
+        label_column=label_column,
+        device=device,
+        force=force,
+        restart=restart,
+        progress=not quiet,
+        on_epoch=report_epoch,
+    )
+    if as_json:
+        click.echo(json.dumps(asdict(report), indent=2))
+        return
+    r = report
+    click.echo(
+        f"student written to {r.out_dir}{' (resumed)' if r.resumed else ''}\n"
+        f"               {'teacher':>12} {'student':>12}\n"
+        f"dev accuracy   {r.teacher_dev_accuracy:>12.3f} {r.student_dev_accuracy:>12.3f}"
+        f"   retained {r.retained:.1%}, agreement {r.agreement:.1%}\n"
+        f"parameters     {r.teacher_parameters / 1e6:>11.1f}M {r.student_parameters / 1e6:>11.1f}M"
+        f"   {r.teacher_parameters / r.student_parameters:.1f}x smaller\n"
+        f"file size      {r.teacher_file_bytes / 1e6:>10.1f}MB {r.student_file_bytes / 1e6:>10.1f}MB\n"
+        f"samples/s      {r.teacher_samples_per_second:>12.1f} {r.student_samples_per_second:>12.1f}"
+        f"   {r.speedup:.1f}x faster (MLX, same backend)\n"
+        f"best epoch {r.best_epoch} of {r.epochs_run}{' (early stop)' if r.stopped_early else ''}, "
+        f"{r.steps} steps, {r.train_samples_per_second:.1f} training samples/s"
+    )

@@ -1,0 +1,63 @@
+"""What every command shares: the error-to-exit-code layer and the common options.
+
+Only click is imported here, so `mlx-edge --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import click
+
+from mlx_edge.errors import INTERRUPTED, MlxEdgeError
+
+
+class UserError(click.ClickException):
+    """An MlxEdgeError shown as one line, with the error class's exit code."""
+
+    def __init__(self, error: MlxEdgeError):
+        super().__init__(str(error))
+        self.exit_code = error.exit_code
+
+
+class Group(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except MlxEdgeError as error:
+            raise UserError(error) from None
+        except KeyboardInterrupt:
+            click.echo("\nInterrupted: nothing half-written was kept; run the same command again to resume.", err=True)
+            ctx.exit(INTERRUPTED)
+
+
+device_option = click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "gpu", "cuda", "mps"]),
+    default="auto",
+    show_default=True,
+    help="Where to compute: auto picks MLX GPU (Metal/CUDA) or PyTorch CUDA > MPS > CPU.",
+)
+column_options = [
+    click.option("--text-column", default=None, help="Text column name (or 0-based index); found by name if omitted."),
+    click.option("--label-column", default=None, help="Label column name (or index); found by name if omitted."),
+]
+
+
+def with_columns(func):
+    for option in reversed(column_options):
+        func = option(func)
+    return func
+
+
+def echo_err(message: str, quiet: bool = False) -> None:
+    if not quiet:
+        click.echo(message, err=True)
+
+
+def layer_list(ctx, param, value):
+    """A click callback: "2,4,6" -> [2, 4, 6]."""
+    if not value:
+        return []
+    try:
+        return [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter("give layer numbers separated by commas, e.g. 2,4,6") from None

@@ -1,0 +1,42 @@
+"""`mlx-edge predict`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from mlx_edge.cli.options import device_option
+
+
+@click.command()
+@click.argument("model_dir", type=click.Path(path_type=Path))
+@click.argument("texts", nargs=-1, required=True)
+@click.option(
+    "--max-length",
+    type=click.IntRange(8, 4096),
+    default=128,
+    show_default=True,
+    help="Truncate texts to this many tokens.",
+)
+@click.option("--top-k", type=click.IntRange(1), default=3, show_default=True, help="Labels shown per text.")
+@device_option
+@click.option("--json", "as_json", is_flag=True, help="Print results as JSON lines.")
+def predict(model_dir, texts, max_length, top_k, device, as_json):
+    """Labels and probabilities for TEXTS from a trained teacher or student directory.
+
+    \b
+    Example:
+      mlx-edge predict ./student "Book a dentist appointment" "复习线性代数第三章"
+    """
+    from mlx_edge.predict import predict_texts  # lazy: --help stays instant
+
+    results = predict_texts(model_dir, list(texts), max_length=max_length, device=device)
+    for text, probs in zip(texts, results):
+        ranked = sorted(probs.items(), key=lambda kv: -kv[1])[:top_k]
+        if as_json:
+            click.echo(json.dumps({"text": text, "label": ranked[0][0], "probabilities": probs}, ensure_ascii=False))
+        else:
+            shown = "  ".join(f"{label} {p:.3f}" for label, p in ranked)
+            click.echo(f"{ranked[0][0]:<12} {shown}   {text}")

@@ -1,0 +1,255 @@
+"""`mlx-edge teacher train` and `mlx-edge teacher label`. Imports only click at module level."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from mlx_edge.cli.options import device_option, echo_err, layer_list, with_columns
+
+
+@click.group()
+def teacher():
+    """Fine-tune the teacher (PyTorch) and run it over text to make distillation targets."""
+
+
+@teacher.command("train")
+@click.option("--model", required=True, help="Hugging Face model id or local directory (BERT family).")
+@click.option("--train", "train_path", type=click.Path(path_type=Path), required=True, help="Labeled training file.")
+@click.option(
+    "--dev",
+    "dev_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Labeled dev file; else a stratified split of --train.",
+)
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Directory to write the teacher to.")
+@click.option("--epochs", type=click.IntRange(1), default=3, show_default=True, help="Passes over the data.")
+@click.option(
+    "--batch-size", type=click.IntRange(1), default=16, show_default=True, help="Examples per step (per process)."
+)
+@click.option(
+    "--lr",
+    "learning_rate",
+    type=click.FloatRange(0, min_open=True),
+    default=3e-5,
+    show_default=True,
+    help="Peak learning rate (AdamW).",
+)
+@click.option(
+    "--max-length", type=click.IntRange(8, 4096), default=128, show_default=True, help="Token limit per text."
+)
+@click.option(
+    "--warmup-ratio",
+    type=click.FloatRange(0, 1),
+    default=0.1,
+    show_default=True,
+    help="Share of steps with linear warmup; then linear decay.",
+)
+@click.option("--weight-decay", type=click.FloatRange(0), default=0.01, show_default=True, help="AdamW weight decay.")
+@click.option(
+    "--grad-accum",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Accumulate gradients over this many batches per step.",
+)
+@click.option(
+    "--max-grad-norm",
+    type=click.FloatRange(0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Gradient clipping norm.",
+)
+@click.option(
+    "--dev-fraction",
+    type=click.FloatRange(0.01, 0.5),
+    default=0.1,
+    show_default=True,
+    help="Dev share when no --dev is given.",
+)
+@click.option("--seed", type=int, default=42, show_default=True, help="Seed for init, shuffling and the dev split.")
+@with_columns
+@device_option
+@click.option("--trust-remote-code", is_flag=True, help="Allow the model's own Python code to run (off by default).")
+@click.option("--force", is_flag=True, help="Replace --out if it exists.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def teacher_train(
+    model,
+    train_path,
+    dev_path,
+    out,
+    epochs,
+    batch_size,
+    learning_rate,
+    max_length,
+    warmup_ratio,
+    weight_decay,
+    grad_accum,
+    max_grad_norm,
+    dev_fraction,
+    seed,
+    text_column,
+    label_column,
+    device,
+    trust_remote_code,
+    force,
+    quiet,
+):
+    """Fine-tune a BERT-family model on labeled text: PyTorch on CUDA > MPS > CPU.
+
+    Writes an HF directory (config.json with the labels, model.safetensors, tokenizer files),
+    metrics.jsonl (one line per epoch) and mlx_edge_manifest.json. The best dev epoch is kept.
+    Under torchrun it trains with DistributedDataParallel and only rank 0 writes.
+
+    \b
+    Examples:
+      mlx-edge teacher train --model bert-base-chinese --train train.csv --out teacher
+      mlx-edge teacher train --model ./minilm --train train.jsonl --dev dev.jsonl --epochs 5 --out t
+      torchrun --nproc_per_node 4 -m mlx_edge teacher train --model bert-base-chinese --train t.csv --out t
+    """
+
+    from mlx_edge.teacher.train import train_teacher  # lazy: --help stays instant
+
+    main_rank = os.environ.get("RANK", "0") == "0"
+    quiet = quiet or not main_rank
+
+    def report(m):
+        echo_err(
+            f"epoch {m['epoch']}: loss {m['train_loss']:.4f}  dev accuracy {m['dev_accuracy']:.3f}"
+            f"  macro-F1 {m['dev_macro_f1']:.3f}  {m['samples_per_second']:.1f} samples/s",
+            quiet,
+        )
+
+    result = train_teacher(
+        model=model,
+        train=train_path,
+        dev=dev_path,
+        out=out,
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        max_length=max_length,
+        warmup_ratio=warmup_ratio,
+        weight_decay=weight_decay,
+        grad_accum=grad_accum,
+        max_grad_norm=max_grad_norm,
+        seed=seed,
+        device=device,
+        dev_fraction=dev_fraction,
+        text_column=text_column,
+        label_column=label_column,
+        force=force,
+        trust_remote_code=trust_remote_code,
+        progress=not quiet,
+        on_epoch=report,
+    )
+    if main_rank:
+        click.echo(
+            f"teacher written to {result.out_dir}: best epoch {result.best_epoch}, dev accuracy "
+            f"{result.dev_accuracy:.3f} (macro-F1 {result.dev_macro_f1:.3f}; majority class "
+            f"{result.majority_baseline:.3f}) on {result.device} x{result.world_size}"
+        )
+
+
+@teacher.command("label")
+@click.option(
+    "--teacher",
+    "teacher_dir",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="A trained teacher directory (from `teacher train`).",
+)
+@click.option(
+    "--data",
+    "data_paths",
+    type=click.Path(path_type=Path),
+    multiple=True,
+    required=True,
+    help="Labeled file(s) to run the teacher over (repeat --data for real + synthetic).",
+)
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Targets directory to write.")
+@click.option(
+    "--backend",
+    type=click.Choice(["torch", "mlx"]),
+    default="torch",
+    show_default=True,
+    help="torch: transformers on CUDA/MPS/CPU; mlx: the MLX BERT (fastest on a Mac).",
+)
+@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True, help="Examples per forward pass.")
+@click.option(
+    "--max-length",
+    type=click.IntRange(8, 4096),
+    default=None,
+    help="Token limit; default: the teacher's training max length.",
+)
+@click.option(
+    "--hidden-layers", callback=layer_list, default="", help="Hidden states to keep, e.g. 0,3,6 (0 = embeddings)."
+)
+@click.option(
+    "--attention-layers",
+    callback=layer_list,
+    default="",
+    help="Attention maps to keep, e.g. 3,6 (1-based encoder layers).",
+)
+@click.option("--shard-size", type=click.IntRange(1), default=1024, show_default=True, help="Examples per shard file.")
+@with_columns
+@device_option
+@click.option("--force", is_flag=True, help="Start over even if --out holds (part of) a cache.")
+@click.option("--quiet", is_flag=True, help="No progress output.")
+def teacher_label(
+    teacher_dir,
+    data_paths,
+    out,
+    backend,
+    batch_size,
+    max_length,
+    hidden_layers,
+    attention_layers,
+    shard_size,
+    text_column,
+    label_column,
+    device,
+    force,
+    quiet,
+):
+    """Run the teacher over text and write the targets cache the student learns from.
+
+    Logits (fp32) always; hidden states and attention maps (fp16) of the layers you name.
+    Sharded safetensors with an index and a manifest. Re-running an interrupted command
+    continues after the last complete shard; the disk space needed is checked first.
+
+    \b
+    Examples:
+      mlx-edge teacher label --teacher teacher --data train.csv --out targets
+      mlx-edge teacher label --teacher teacher --data train.csv --data synthetic.jsonl \\
+          --hidden-layers 0,6,12 --attention-layers 6,12 --backend mlx --out targets
+    """
+    from mlx_edge.teacher.label import label_targets  # lazy: --help stays instant
+
+    result = label_targets(
+        teacher=teacher_dir,
+        data=list(data_paths),
+        out=out,
+        backend=backend,
+        device=device,
+        batch_size=batch_size,
+        max_length=max_length,
+        hidden_layers=hidden_layers,
+        attention_layers=attention_layers,
+        shard_size=shard_size,
+        text_column=text_column,
+        label_column=label_column,
+        force=force,
+        progress=not quiet,
+    )
+    if result.resumed_from and result.resumed_from == result.shards:
+        click.echo(f"{result.out_dir} is already complete ({result.examples} examples, {result.shards} shards)")
+    else:
+        resumed = f", resumed after shard {result.resumed_from}" if result.resumed_from else ""
+        click.echo(
+            f"targets written to {result.out_dir}: {result.examples} examples in {result.shards} shards"
+            f"{resumed} ({result.samples_per_second:.1f} examples/s, {result.backend})"
+        )
