@@ -3,7 +3,8 @@
 Not transformers' BERT: coremltools 9.0 cannot convert it (`new_ones`, FACTS.md). This one uses only
 Linear, LayerNorm, gather, matmul, softmax, gelu and tanh; builds the additive float mask from an
 int32 mask; and does no integer casts of shapes, so a `torch.jit.trace` with int32 inputs converts.
-Parameter names are the Hugging Face ones (same as `mlx_edge.models.bert`), loaded strictly.
+Modules nest as in transformers, so `state_dict()` keys are the Hugging Face names, the same as
+`mlx_edge.models.bert`'s: weights move either way by name with strict loads and no rename table.
 """
 
 from __future__ import annotations
@@ -42,17 +43,12 @@ def _activation(name: str):
     raise ModelError(f"hidden_act {name!r} has no mirror", "use gelu, gelu_new, relu, silu or tanh")
 
 
-class _Layer(nn.Module):
-    def __init__(self, hidden: int, heads: int, ffn: int, eps: float, act: str):
+class _SelfAttention(nn.Module):
+    def __init__(self, config):
         super().__init__()
-        self.heads, self.head_dim = heads, hidden // heads
-        self.query, self.key, self.value = (nn.Linear(hidden, hidden) for _ in range(3))
-        self.attn_out = nn.Linear(hidden, hidden)
-        self.attn_norm = nn.LayerNorm(hidden, eps=eps)
-        self.inter = nn.Linear(hidden, ffn)
-        self.out = nn.Linear(ffn, hidden)
-        self.out_norm = nn.LayerNorm(hidden, eps=eps)
-        self.act = _activation(act)
+        h = config.hidden_size
+        self.heads, self.head_dim = config.num_attention_heads, h // config.num_attention_heads
+        self.query, self.key, self.value = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         # (B, L, H) -> (B, heads, L, head_dim); unflatten/flatten take no sizes read from a tensor's
@@ -63,44 +59,117 @@ class _Layer(nn.Module):
         q = split(self.query(x)) * (1.0 / math.sqrt(self.head_dim))
         k, v = split(self.key(x)), split(self.value(x))
         probs = torch.softmax(q @ k.transpose(-1, -2) + mask, dim=-1)
-        context = (probs @ v).transpose(1, 2).flatten(2)  # back to (B, L, H)
-        x = self.attn_norm(self.attn_out(context) + x)
-        return self.out_norm(self.out(self.act(self.inter(x))) + x)
+        return (probs @ v).transpose(1, 2).flatten(2)  # back to (B, L, H)
+
+
+class _ResidualOutput(nn.Module):
+    """dense -> + residual -> LayerNorm: HF's `BertSelfOutput` and `BertOutput` alike."""
+
+    def __init__(self, config, in_features: int):
+        super().__init__()
+        self.dense = nn.Linear(in_features, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dense(x) + residual)
+
+
+class _Attention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.self = _SelfAttention(config)
+        self.output = _ResidualOutput(config, config.hidden_size)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.output(self.self(x, mask), x)
+
+
+class _Intermediate(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.act = _activation(config.hidden_act)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.dense(x))
+
+
+class _Layer(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.attention = _Attention(config)
+        self.intermediate = _Intermediate(config)
+        self.output = _ResidualOutput(config, config.intermediate_size)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = self.attention(x, mask)
+        return self.output(self.intermediate(x), x)
+
+
+class _Encoder(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.layer = nn.ModuleList(_Layer(config) for _ in range(config.num_hidden_layers))
+
+
+class _Embeddings(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        h = config.hidden_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, h)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, h)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, h)
+        self.LayerNorm = nn.LayerNorm(h, eps=config.layer_norm_eps)
+
+    def forward(self, input_ids: torch.Tensor, fixed_length: int | None) -> torch.Tensor:
+        if fixed_length is not None:  # a constant slice: folded into one const by the converter
+            position = self.position_embeddings.weight[:fixed_length]
+        else:  # positions 0..L-1 counted from the ids: slicing by L would trace an aten::Int cast of a shape
+            position = self.position_embeddings(torch.cumsum(torch.ones_like(input_ids), dim=1, dtype=torch.int32) - 1)
+        # token type 0 for every token, as the MLX model does without token_type_ids
+        x = self.word_embeddings(input_ids) + position + self.token_type_embeddings.weight[0]
+        return self.LayerNorm(x)
+
+
+class _Pooler(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden[:, 0]))
+
+
+class _Bert(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.embeddings = _Embeddings(config)
+        self.encoder = _Encoder(config)
+        self.pooler = _Pooler(config)
 
 
 class MirrorBert(nn.Module):
-    """`forward(input_ids, attention_mask)` (int32, (B, L)) -> (embedding (B, H), logits (B, N))."""
+    """`forward(input_ids, attention_mask)` (int32, (B, L)) -> (embedding (B, H), logits (B, N)).
+
+    Modules nest as in transformers' `BertForSequenceClassification`, so `state_dict()` keys are the
+    Hugging Face names (`bert.encoder.layer.0.attention.self.query.weight`, `classifier.weight`).
+    """
 
     def __init__(self, config):
         super().__init__()
         self.config = config
-        h = config.hidden_size
-        self.word = nn.Embedding(config.vocab_size, h)
-        self.position = nn.Embedding(config.max_position_embeddings, h)
-        self.token_type = nn.Embedding(config.type_vocab_size, h)
-        self.emb_norm = nn.LayerNorm(h, eps=config.layer_norm_eps)
-        self.layers = nn.ModuleList(
-            _Layer(h, config.num_attention_heads, config.intermediate_size, config.layer_norm_eps, config.hidden_act)
-            for _ in range(config.num_hidden_layers)
-        )
-        self.pooler = nn.Linear(h, h)
-        self.classifier = nn.Linear(h, config.num_labels)
+        self.bert = _Bert(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         # Set to the one sequence length a fixed-shape export takes (inputs must then have it).
         self.fixed_length: int | None = None
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
-        if self.fixed_length is not None:  # a constant slice: folded into one const by the converter
-            position = self.position.weight[: self.fixed_length]
-        else:  # positions 0..L-1 counted from the ids: slicing by L would trace an aten::Int cast of a shape
-            position = self.position(torch.cumsum(torch.ones_like(input_ids), dim=1, dtype=torch.int32) - 1)
-        # token type 0 for every token, as the MLX model does without token_type_ids
-        x = self.word(input_ids) + position + self.token_type.weight[0]
-        x = self.emb_norm(x)
+        x = self.bert.embeddings(input_ids, self.fixed_length)
         # (B, L) int32 1/0 -> (B, 1, 1, L) float: 0 where attended, MASK_VALUE where padded
         mask = (1.0 - attention_mask.to(x.dtype))[:, None, None, :] * MASK_VALUE
-        for layer in self.layers:
+        for layer in self.bert.encoder.layer:
             x = layer(x, mask)
-        embedding = torch.tanh(self.pooler(x[:, 0]))
+        embedding = self.bert.pooler(x)
         return embedding, self.classifier(embedding)
 
 
@@ -116,66 +185,34 @@ class ClassifierWrapper(nn.Module):
         return torch.softmax(logits, dim=-1)
 
 
-def _hf_names(config) -> dict[str, str]:
-    """Mirror parameter name -> Hugging Face name (the checkpoint's)."""
-    names = {
-        "word.weight": "bert.embeddings.word_embeddings.weight",
-        "position.weight": "bert.embeddings.position_embeddings.weight",
-        "token_type.weight": "bert.embeddings.token_type_embeddings.weight",
-        "emb_norm.weight": "bert.embeddings.LayerNorm.weight",
-        "emb_norm.bias": "bert.embeddings.LayerNorm.bias",
-        "pooler.weight": "bert.pooler.dense.weight",
-        "pooler.bias": "bert.pooler.dense.bias",
-        "classifier.weight": "classifier.weight",
-        "classifier.bias": "classifier.bias",
-    }
-    parts = {
-        "query": "attention.self.query",
-        "key": "attention.self.key",
-        "value": "attention.self.value",
-        "attn_out": "attention.output.dense",
-        "attn_norm": "attention.output.LayerNorm",
-        "inter": "intermediate.dense",
-        "out": "output.dense",
-        "out_norm": "output.LayerNorm",
-    }
-    for i in range(config.num_hidden_layers):
-        for ours, theirs in parts.items():
-            for p in ("weight", "bias"):
-                names[f"layers.{i}.{ours}.{p}"] = f"bert.encoder.layer.{i}.{theirs}.{p}"
-    return names
+def _check_names_and_shapes(expected: dict[str, torch.Tensor], weights: dict, source: str | Path) -> None:
+    """Raise one ModelError line where `load_state_dict(strict=True)` would list every key."""
+    missing = sorted(set(expected) - set(weights))
+    unexpected = sorted(set(weights) - set(expected))
+    if missing or unexpected:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing[:3])}")
+        if unexpected:
+            parts.append(f"unexpected {', '.join(unexpected[:3])}")
+        raise ModelError(
+            f"{source}: weights do not match the PyTorch mirror ({'; '.join(parts)})",
+            "export a student written by mlx-edge (a BERT with a trained classifier head)",
+        )
+    for name, ref in expected.items():
+        shape = tuple(np.shape(weights[name]))
+        if shape != tuple(ref.shape):
+            raise ModelError(
+                f"{source}: {name} has shape {shape}, the mirror expects {tuple(ref.shape)}",
+                "fix config.json or re-save the student",
+            )
 
 
 def load_mirror(weights: dict[str, np.ndarray], config, *, source: str | Path = "checkpoint") -> MirrorBert:
-    """A MirrorBert holding `weights` (HF names, as `sanitize` returns them): strict names and shapes."""
+    """A MirrorBert holding `weights` (HF names, as `sanitize` returns them), loaded by name, strictly."""
     model = MirrorBert(config)
-    names = _hf_names(config)
-    ours = model.state_dict()
-    missing = sorted(hf for hf in names.values() if hf not in weights)
-    unexpected = sorted(set(weights) - set(names.values()))
-    if missing or unexpected:
-        detail = "; ".join(
-            p
-            for p in (
-                missing and f"missing {', '.join(missing[:3])}",
-                unexpected and f"unexpected {', '.join(unexpected[:3])}",
-            )
-            if p
-        )
-        raise ModelError(
-            f"{source}: weights do not match the PyTorch mirror ({detail})",
-            "export a student written by mlx-edge (a BERT with a trained classifier head)",
-        )
-    state = {}
-    for mine, hf in names.items():
-        value = np.asarray(weights[hf], dtype=np.float32)
-        if tuple(value.shape) != tuple(ours[mine].shape):
-            raise ModelError(
-                f"{source}: {hf} has shape {tuple(value.shape)}, the mirror expects {tuple(ours[mine].shape)}",
-                "fix config.json or re-save the student",
-            )
-        state[mine] = torch.from_numpy(value.copy())
-    model.load_state_dict(state, strict=True)
+    _check_names_and_shapes(model.state_dict(), weights, source)
+    model.load_state_dict({k: torch.from_numpy(np.array(v, np.float32)) for k, v in weights.items()}, strict=True)
     return model.eval()
 
 

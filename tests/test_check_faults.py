@@ -48,7 +48,8 @@ def test_flipped_weight_in_the_mlpackage(bundle):
     results = _check(bundle)
     assert {"weights.encoder", "parity.encoder.program", "files.sha256"} <= _failed(results)
     assert (
-        "layers_0_inter_weight differs from the student's layers.0.inter.weight" in results["weights.encoder"]["detail"]
+        "bert_encoder_layer_0_intermediate_dense_weight differs from the student's "
+        "bert.encoder.layer.0.intermediate.dense.weight" in results["weights.encoder"]["detail"]
     )
     assert "weight.bin: sha256 differs" in results["files.sha256"]["detail"]
     assert results["parity.encoder.program"]["figures"]["max_abs_diff"] > 1e-3

@@ -1,4 +1,4 @@
-"""The PyTorch mirror: strict loading (names, shapes) and parity with the MLX BERT (fp32, 1e-4)."""
+"""The PyTorch mirror: strict loading by Hugging Face name both ways, and parity with the MLX BERT (fp32, 1e-4)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import mlx.core as mx
 import numpy as np
 import pytest
 import torch
+from mlx.utils import tree_flatten
 from transformers import BertForSequenceClassification as HFBert
 
-from bridges.torch_mirror import MASK_VALUE, load_mirror, run_mirror
+from bridges.torch_mirror import MASK_VALUE, MirrorBert, load_mirror, read_student_weights, run_mirror
 from mlx_edge.errors import ModelError
-from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, sanitize
+from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, init_weights, sanitize
+from mlx_edge.models.checkpoint import save_model
 from tests.conftest import tiny_bert_config
 
 CONFIGS = [
@@ -32,10 +34,13 @@ def test_mirror_matches_mlx(overrides):
     weights, config = _weights_and_config(0, **overrides)
     mlx_model = BertForSequenceClassification(config)
     mlx_model.load_weights([(k, mx.array(v)) for k, v in weights.items()], strict=True)
+    _assert_parity(load_mirror(weights, config), mlx_model)
+
+
+def _assert_parity(mirror, mlx_model):
     mlx_model.eval()
-    mirror = load_mirror(weights, config)
     rng = np.random.default_rng(0)
-    ids = rng.integers(5, 101, size=(4, 13)).astype(np.int32)
+    ids = rng.integers(5, mlx_model.config.vocab_size, size=(4, 13)).astype(np.int32)
     mask = np.ones_like(ids)
     for row, keep in enumerate([13, 9, 2, 5]):
         mask[row, keep:] = 0
@@ -44,6 +49,28 @@ def test_mirror_matches_mlx(overrides):
     out = mlx_model(mx.array(ids), mx.array(mask))
     np.testing.assert_allclose(logits, np.array(out.logits), atol=1e-4, rtol=0)
     np.testing.assert_allclose(emb, np.array(out.pooled), atol=1e-4, rtol=0)
+
+
+def test_student_safetensors_load_into_the_mirror_by_name(tmp_path):
+    config = BertConfig.from_dict(tiny_bert_config(vocab_size=101, num_hidden_layers=3).to_dict())
+    student = BertForSequenceClassification(config)
+    init_weights(student, seed=4)
+    save_model(student, tmp_path)
+    mirror = load_mirror(read_student_weights(tmp_path), config)  # load_state_dict(strict=True), no renaming
+    mlx_params = dict(tree_flatten(student.parameters()))
+    assert sorted(mirror.state_dict()) == sorted(mlx_params)
+    for name, value in mirror.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), np.array(mlx_params[name]), err_msg=name)
+    _assert_parity(mirror, student)
+
+
+def test_mirror_state_dict_loads_into_mlx_strictly():
+    config = BertConfig.from_dict(tiny_bert_config(vocab_size=101, hidden_act="gelu_new").to_dict())
+    torch.manual_seed(5)
+    mirror = MirrorBert(config).eval()
+    mlx_model = BertForSequenceClassification(config)
+    mlx_model.load_weights([(k, mx.array(v.numpy())) for k, v in mirror.state_dict().items()], strict=True)
+    _assert_parity(mirror, mlx_model)
 
 
 def test_mask_value_is_fp16_safe():
