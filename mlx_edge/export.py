@@ -45,6 +45,7 @@ from mlx_edge.manifest import read_manifest
 from mlx_edge.models.checkpoint import copy_tokenizer_files, load_config, load_model
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.runtime.devices import mlx_device
+from mlx_edge.settings import EXPORT
 
 
 @dataclass
@@ -59,26 +60,26 @@ def export_bundle(
     *,
     student_dir: Path,
     out_dir: Path,
-    seq_len: str | int | None = None,
-    precision: str = "fp16",
-    compute_units: str = "CPU_AND_GPU",
-    min_target: str = "iOS16",
-    quantize: str = "none",
-    palettize_bits: int = 6,
-    palettize_mode: str = "kmeans",
-    optimizer: str = "sgd",
-    learning_rate: float = 0.05,
-    batch_size: int = 8,
-    epochs: int = 20,
-    author: str = "",
-    license: str = "",
-    version: str = "1.0",
-    description: str = "",
+    seq_len: str | int | None = EXPORT.seq_len,
+    precision: str = EXPORT.precision,
+    compute_units: str = EXPORT.compute_units,
+    min_target: str = EXPORT.min_target,
+    quantize: str = EXPORT.quantize,
+    palettize_bits: int = EXPORT.palettize_bits,
+    palettize_mode: str = EXPORT.palettize_mode,
+    optimizer: str = EXPORT.optimizer,
+    learning_rate: float = EXPORT.learning_rate,
+    batch_size: int = EXPORT.batch_size,
+    epochs: int = EXPORT.epochs,
+    author: str = EXPORT.author,
+    license: str = EXPORT.license,
+    version: str = EXPORT.version,
+    description: str = EXPORT.description,
     force: bool = False,
     parity_texts: list[str] | None = None,
-    n_texts: int = 32,
+    n_texts: int = EXPORT.n_texts,
     allow_failed_checks: bool = False,
-    device: str = "auto",
+    device: str = EXPORT.device,
     progress: bool = True,
 ) -> ExportResult:
     """Export `student_dir` to `out_dir`; raise ExportError (leaving nothing behind) on any failure.

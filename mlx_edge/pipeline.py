@@ -9,6 +9,7 @@ distill: from its last checkpoint, to the same weights).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import time
@@ -20,7 +21,7 @@ from typing import Any
 from mlx_edge.check import check_bundle
 from mlx_edge.data import LabelMap, read_labeled
 from mlx_edge.distill.api import distill as run_distill
-from mlx_edge.distill.loop import LoopConfig, Schedule
+from mlx_edge.distill.loop import LoopConfig
 from mlx_edge.distill.student import parse_layer_map, student_config
 from mlx_edge.errors import ConfigError, SetupMismatch, WorkMismatch
 from mlx_edge.export import export_bundle
@@ -28,6 +29,7 @@ from mlx_edge.fileio import atomic_write_json, fingerprint
 from mlx_edge.metrics import accuracy
 from mlx_edge.models.checkpoint import load_config
 from mlx_edge.predict import predict_texts
+from mlx_edge.settings import DistillSettings, ExportSettings, LabelSettings, TeacherTrainSettings
 from mlx_edge.teacher.label import label_targets
 from mlx_edge.teacher.train import train_teacher
 
@@ -35,48 +37,22 @@ STAGES = ("teacher", "label", "distill", "export", "check")
 STATE_NAME = "pipeline.json"
 
 
-_EXPORT_KEYS = {
-    "seq_len",
-    "precision",
-    "compute_units",
-    "min_target",
-    "quantize",
-    "palettize_bits",
-    "palettize_mode",
-    "optimizer",
-    "learning_rate",
-    "batch_size",
-    "epochs",
-    "author",
-    "license",
-    "version",
-    "description",
-}
-KNOWN_KEYS = {  # every setting a section may have (examples/pipeline.toml documents them)
+# The sections a config may have. A stage's section holds its settings class's fields (mlx_edge/settings.py),
+# plus the few keys that only make sense in a pipeline.
+SECTIONS = {
     "pipeline": {"out", "device", "seed"},
     "data": {"train", "dev", "test", "text_column", "label_column"},
-    "teacher": {"model", "dir", "epochs", "batch_size", "learning_rate", "max_length", "device", "trust_remote_code"},
-    "label": {"backend", "batch_size", "shard_size"},
-    "distill": {
-        "student",
-        "init",
-        "layer_map",
-        "epochs",
-        "batch_size",
-        "learning_rate",
-        "temperature",
-        "kd_weight",
-        "ce_weight",
-        "hidden_weight",
-        "attention_weight",
-        "embedding_weight",
-        "attention_loss",
-        "two_stage",
-        "patience",
-        "cpu_shards",
-    },
-    "export": _EXPORT_KEYS,
+    "teacher": {"model", "dir"},
+    "label": set(),
+    "distill": set(),
+    "export": set(),
     "check": {"enabled"},
+}
+STAGE_SETTINGS = {
+    "teacher": TeacherTrainSettings,
+    "label": LabelSettings,
+    "distill": DistillSettings,
+    "export": ExportSettings,
 }
 
 
@@ -111,21 +87,19 @@ class PipelineConfig:
             raise ConfigError(f"{path} is not valid TOML ({exc})") from None
         base = path.parent
         data, run = raw.get("data", {}), raw.get("pipeline", {})
-        unknown = sorted(set(raw) - set(KNOWN_KEYS))
+        unknown = sorted(set(raw) - set(SECTIONS))
         if unknown:
-            raise ConfigError(f"{path}: unknown section(s) {', '.join(unknown)}", f"use {', '.join(KNOWN_KEYS)}")
-        for section, keys in KNOWN_KEYS.items():
+            raise ConfigError(f"{path}: unknown section(s) {', '.join(unknown)}", f"use {', '.join(SECTIONS)}")
+        for section, extra in SECTIONS.items():
             values = raw.get(section, {})
             if not isinstance(values, dict):
                 raise ConfigError(f"{path}: [{section}] must be a table of settings")
-            for key in values:
-                if key not in keys:  # a typo would otherwise fall back to the default without a word
-                    close = difflib.get_close_matches(key, sorted(keys), n=1)
-                    hint = f"did you mean {close[0]!r}? " if close else ""
-                    raise ConfigError(
-                        f"{path}: unknown setting {key!r} in [{section}]",
-                        f"{hint}known: {', '.join(sorted(keys))} (see examples/pipeline.toml)",
-                    )
+            if section in STAGE_SETTINGS:  # every other key must be a setting of the stage (checked, typed)
+                STAGE_SETTINGS[section].from_section(
+                    {k: v for k, v in values.items() if k not in extra}, f"[{section}] of {path}"
+                )
+            else:
+                _refuse_unknown(values, extra, f"[{section}] of {path}")
         if "train" not in data:
             raise ConfigError(f'{path}: [data] needs train = "FILE"')
 
@@ -151,6 +125,23 @@ class PipelineConfig:
             export=dict(raw.get("export", {})),
             check={"enabled": True, **raw.get("check", {})},
         )
+
+
+def _refuse_unknown(values: dict, known: set, where: str) -> None:
+    for key in values:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"unknown setting {key!r} in {where}", f"{hint}known: {', '.join(sorted(known))}")
+
+
+def stage_settings(config: PipelineConfig, name: str):
+    """The settings of stage `name` from its section, the pipeline's seed and device filled in."""
+    section = {k: v for k, v in getattr(config, name).items() if k not in SECTIONS[name]}
+    cls = STAGE_SETTINGS[name]
+    fields = {f.name for f in dataclasses.fields(cls)}
+    shared = {k: v for k, v in (("seed", config.seed), ("device", config.device)) if k in fields and k not in section}
+    return cls.from_section({**section, **shared}, f"[{name}]")
 
 
 @dataclass
@@ -207,23 +198,17 @@ def run_pipeline(
                 dev=config.dev,
                 out=teacher_dir,
                 force=True,
-                epochs=int(t.get("epochs", 3)),
-                batch_size=int(t.get("batch_size", 16)),
-                learning_rate=float(t.get("learning_rate", 3e-5)),
-                max_length=int(t.get("max_length", 128)),
-                seed=config.seed,
-                device=t.get("device", config.device),
                 text_column=config.text_column,
                 label_column=config.label_column,
                 progress=progress,
-                trust_remote_code=bool(t.get("trust_remote_code", False)),
+                **stage_settings(config, "teacher").kwargs(),
             )
 
         stage("teacher", teacher_dir, teacher_fp, train)
 
     # 2. label: the teacher layers the distill losses need
-    d = config.distill
-    hidden_layers, attention_layers = _layers_needed(teacher_dir, d)
+    ds = stage_settings(config, "distill")
+    hidden_layers, attention_layers = _layers_needed(teacher_dir, ds)
     targets_dir = out / "targets"
     lb = config.label
     label_fp = fingerprint("label", lb, teacher_fp, data_fp, hidden_layers, attention_layers)
@@ -234,10 +219,7 @@ def run_pipeline(
                 teacher=teacher_dir,
                 data=[config.train],
                 out=targets_dir,
-                backend=lb.get("backend", "mlx"),
-                device=config.device,
-                batch_size=int(lb.get("batch_size", 64)),
-                shard_size=int(lb.get("shard_size", 1024)),
+                **stage_settings(config, "label").kwargs(),
                 hidden_layers=hidden_layers,
                 attention_layers=attention_layers,
                 text_column=config.text_column,
@@ -255,7 +237,7 @@ def run_pipeline(
 
     # 3. distill
     student_dir = out / "student"
-    distill_fp = fingerprint("distill", d, label_fp, config.seed)
+    distill_fp = fingerprint("distill", ds, label_fp)
 
     def distill():
         def attempt(restart: bool):
@@ -265,11 +247,8 @@ def run_pipeline(
                 dev=config.dev,
                 targets=targets_dir,
                 out=student_dir,
-                student=str(d.get("student", "half")),
-                init=d.get("init", "teacher"),
-                layer_map=d.get("layer_map"),
-                loop=_loop_config(d, config.seed),
-                device=config.device,
+                loop=LoopConfig.from_settings(ds),
+                **ds.kwargs("student", "init", "layer_map", "max_length", "dev_fraction", "device"),
                 text_column=config.text_column,
                 label_column=config.label_column,
                 force=True,
@@ -295,7 +274,7 @@ def run_pipeline(
             out_dir=bundle_dir,
             force=True,
             progress=progress,
-            **{k: v for k, v in e.items() if k in _EXPORT_KEYS},
+            **stage_settings(config, "export").kwargs(),
         )
 
     stage("export", bundle_dir, export_fp, export)
@@ -313,34 +292,15 @@ def run_pipeline(
     return report
 
 
-def _loop_config(d: dict, seed: int):
-    weights = {
-        k: Schedule.parse(str(d.get(f"{k}_weight", default)))
-        for k, default in (("kd", "1.0"), ("ce", "0.1"), ("hidden", "0"), ("attention", "0"), ("embedding", "0"))
-    }
-    return LoopConfig(
-        epochs=int(d.get("epochs", 5)),
-        batch_size=int(d.get("batch_size", 32)),
-        learning_rate=float(d.get("learning_rate", 1e-4)),
-        temperature=float(d.get("temperature", 2.0)),
-        weights=weights,
-        seed=seed,
-        two_stage_epochs=int(d.get("two_stage", 0)),
-        patience=d.get("patience"),
-        attention_loss=d.get("attention_loss", "mse"),
-        cpu_shards=None if d.get("cpu_shards") is None else int(d["cpu_shards"]),
-    )
-
-
-def _layers_needed(teacher_dir: Path, d: dict) -> tuple[list[int], list[int]]:
+def _layers_needed(teacher_dir: Path, d: DistillSettings) -> tuple[list[int], list[int]]:
     """Hidden/attention layers of the teacher the student's losses read (cache keys)."""
-    weights = {k: str(d.get(f"{k}_weight", "0")) for k in ("hidden", "attention", "embedding")}
+    weights = {k: getattr(d, f"{k}_weight") for k in ("hidden", "attention", "embedding")}
     on = {k for k, w in weights.items() if any(float(x) > 0 for x in w.split(":"))}
     if not on or not (teacher_dir / "config.json").is_file():
         return [], []
     teacher = load_config(teacher_dir)
-    student, _ = student_config(str(d.get("student", "half")), teacher)
-    mapping = parse_layer_map(d.get("layer_map"), student.num_hidden_layers, teacher.num_hidden_layers)
+    student, _ = student_config(d.student, teacher)
+    mapping = parse_layer_map(d.layer_map, student.num_hidden_layers, teacher.num_hidden_layers)
     hidden = sorted({j + 1 for j in mapping.values()} if "hidden" in on else set()) + ([0] if "embedding" in on else [])
     attention = sorted({j + 1 for j in mapping.values()}) if "attention" in on else []
     return sorted(set(hidden)), attention

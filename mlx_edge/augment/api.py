@@ -29,6 +29,7 @@ from mlx_edge.errors import AugmentError, DataError
 from mlx_edge.fileio import atomic_write_json
 from mlx_edge.manifest import file_fingerprint, versions
 from mlx_edge.progress import progress_bar
+from mlx_edge.settings import AUGMENT
 from mlx_edge.teacher.source import check_local_model, file_hash_of_weights
 
 COLUMNS = ("generated", "duplicates", "disagreements", "low_confidence", "surplus", "kept")
@@ -82,19 +83,19 @@ def augment(
     generator: Generator | None = None,
     classes: list[str] | None = None,
     teacher: Path | None = None,
-    min_confidence: float = 0.0,
-    relabel: bool = False,
-    shots: int = 5,
-    per_prompt: int = 10,
-    batch_size: int = 8,
-    max_rounds: int = 50,
-    max_tokens: int = 512,
-    temperature: float = 0.8,
-    top_p: float = 0.95,
-    seed: int = 0,
-    near_duplicate: float = 0.8,
-    min_chars: int = 3,
-    max_chars: int = 300,
+    min_confidence: float = AUGMENT.min_confidence,
+    relabel: bool = AUGMENT.relabel,
+    shots: int = AUGMENT.shots,
+    per_prompt: int = AUGMENT.per_prompt,
+    batch_size: int = AUGMENT.batch_size,
+    max_rounds: int = AUGMENT.max_rounds,
+    max_tokens: int = AUGMENT.max_tokens,
+    temperature: float = AUGMENT.temperature,
+    top_p: float = AUGMENT.top_p,
+    seed: int = AUGMENT.seed,
+    near_duplicate: float = AUGMENT.near_duplicate,
+    min_chars: int = AUGMENT.min_chars,
+    max_chars: int = AUGMENT.max_chars,
     text_column: str | None = None,
     label_column: str | None = None,
     force: bool = False,

@@ -15,26 +15,27 @@ from mlx_edge.bench.mlx_runner import MlxRunner
 from mlx_edge.bench.ort_runner import CoreMLRunner, OrtRunner
 from mlx_edge.bench.torch_runner import TorchRunner
 from mlx_edge.bench.workloads import DEFAULT_KINDS, make_inputs, plan, prepare_models, workload_flops
+from mlx_edge.settings import BENCH
 
 SCHEMA_VERSION = 1
 
 
 def bench(
     *,
-    model: str = "tiny",
+    model: str = BENCH.model,
     backends: list[str] | None = None,
     workloads=DEFAULT_KINDS,
-    seq_lens=(32, 128),
-    infer_batches=(1, 32),
-    train_batch: int = 32,
-    train_seq: int | None = None,
-    warmup: int = 2,
-    repeats: int = 5,
-    budget_s: float = 6.0,
-    matmul_n: int | None = None,
-    threads: int | None = None,
+    seq_lens=BENCH.seq_lens,
+    infer_batches=BENCH.infer_batches,
+    train_batch: int = BENCH.train_batch,
+    train_seq: int | None = BENCH.train_seq,
+    warmup: int = BENCH.warmup,
+    repeats: int = BENCH.repeats,
+    budget_s: float = BENCH.budget_s,
+    matmul_n: int | None = BENCH.matmul_n,
+    threads: int | None = BENCH.threads,
     teacher: Path | None = None,
-    seed: int = 0,
+    seed: int = BENCH.seed,
     work_dir: Path | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from mlx_edge.cli.options import echo_err, with_columns
+from mlx_edge.settings import AUGMENT
 
 
 def _class_list(ctx, param, value):
@@ -54,42 +55,66 @@ def _class_list(ctx, param, value):
 @click.option(
     "--min-confidence",
     type=click.FloatRange(0, 1),
-    default=0.0,
+    default=AUGMENT.min_confidence,
     show_default=True,
     help="With --teacher: drop examples whose teacher confidence is below this.",
 )
 @click.option("--relabel", is_flag=True, help="With --teacher: keep disagreements under the teacher's label.")
-@click.option("--shots", type=click.IntRange(1), default=5, show_default=True, help="Seed examples shown per prompt.")
 @click.option(
-    "--per-prompt", type=click.IntRange(1), default=10, show_default=True, help="New examples asked for per prompt."
+    "--shots", type=click.IntRange(1), default=AUGMENT.shots, show_default=True, help="Seed examples shown per prompt."
+)
+@click.option(
+    "--per-prompt",
+    type=click.IntRange(1),
+    default=AUGMENT.per_prompt,
+    show_default=True,
+    help="New examples asked for per prompt.",
 )
 @click.option(
     "--batch-size",
     type=click.IntRange(1),
-    default=8,
+    default=AUGMENT.batch_size,
     show_default=True,
     help="Prompts generated together per round (batched by mlx-lm).",
 )
 @click.option(
     "--max-rounds",
     type=click.IntRange(1),
-    default=50,
+    default=AUGMENT.max_rounds,
     show_default=True,
     help="Stop after this many rounds even if a class is short (raise it and re-run to continue).",
 )
-@click.option("--max-tokens", type=click.IntRange(1), default=512, show_default=True, help="Token limit per answer.")
-@click.option("--temperature", type=click.FloatRange(0), default=0.8, show_default=True, help="Sampling temperature.")
-@click.option("--top-p", type=click.FloatRange(0, 1), default=0.95, show_default=True, help="Nucleus sampling mass.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for shot choice and sampling.")
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(1),
+    default=AUGMENT.max_tokens,
+    show_default=True,
+    help="Token limit per answer.",
+)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(0),
+    default=AUGMENT.temperature,
+    show_default=True,
+    help="Sampling temperature.",
+)
+@click.option(
+    "--top-p", type=click.FloatRange(0, 1), default=AUGMENT.top_p, show_default=True, help="Nucleus sampling mass."
+)
+@click.option("--seed", type=int, default=AUGMENT.seed, show_default=True, help="Seed for shot choice and sampling.")
 @click.option(
     "--near-duplicate",
     type=click.FloatRange(0, 1),
-    default=0.8,
+    default=AUGMENT.near_duplicate,
     show_default=True,
     help="Jaccard similarity (words, or character bigrams for Chinese) at which texts count as duplicates.",
 )
-@click.option("--min-chars", type=click.IntRange(1), default=3, show_default=True, help="Drop shorter examples.")
-@click.option("--max-chars", type=click.IntRange(1), default=300, show_default=True, help="Drop longer examples.")
+@click.option(
+    "--min-chars", type=click.IntRange(1), default=AUGMENT.min_chars, show_default=True, help="Drop shorter examples."
+)
+@click.option(
+    "--max-chars", type=click.IntRange(1), default=AUGMENT.max_chars, show_default=True, help="Drop longer examples."
+)
 @with_columns
 @click.option("--force", is_flag=True, help="Start over even if --out holds (part of) another run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")

@@ -10,6 +10,7 @@ import click
 
 from mlx_edge.cli.options import echo_err
 from mlx_edge.errors import BENCH_DISAGREEMENT
+from mlx_edge.settings import BENCH
 
 # Repeated from mlx_edge.bench so that `--help` imports nothing but click.
 BACKEND_NAMES = (
@@ -57,7 +58,7 @@ def _names(allowed):
 @click.command()
 @click.option(
     "--model",
-    default="tiny",
+    default=BENCH.model,
     show_default=True,
     help="tiny | small (random students, MiniLM vocab, 6 labels) | base (BERT-base shape) | an HF BERT DIR.",
 )
@@ -83,7 +84,7 @@ def _names(allowed):
 @click.option(
     "--seq-lens",
     callback=_int_list,
-    default="32,128",
+    default=",".join(map(str, BENCH.seq_lens)),
     show_default=True,
     help="Sequence lengths of the inference workloads.",
 )
@@ -97,7 +98,7 @@ def _names(allowed):
 @click.option(
     "--train-batch",
     type=click.IntRange(1),
-    default=32,
+    default=BENCH.train_batch,
     show_default=True,
     help="Batch size of the train/distill/label workloads.",
 )
@@ -107,20 +108,22 @@ def _names(allowed):
     default=None,
     help="Sequence length of the train/distill/label workloads; default: the largest --seq-lens.",
 )
-@click.option("--warmup", type=click.IntRange(0), default=2, show_default=True, help="Untimed steps first.")
-@click.option("--repeats", type=click.IntRange(1), default=5, show_default=True, help="Timed steps (at most).")
+@click.option("--warmup", type=click.IntRange(0), default=BENCH.warmup, show_default=True, help="Untimed steps first.")
+@click.option(
+    "--repeats", type=click.IntRange(1), default=BENCH.repeats, show_default=True, help="Timed steps (at most)."
+)
 @click.option(
     "--budget",
     "budget_s",
     type=click.FloatRange(0.1),
-    default=6.0,
+    default=BENCH.budget_s,
     show_default=True,
     help="Seconds of timed steps per workload and backend before repeats stop early.",
 )
 @click.option(
     "--threads",
     type=click.IntRange(1),
-    default=None,
+    default=BENCH.threads,
     help="CPU threads for PyTorch and ONNX Runtime "
     "(default: all cores). MLX uses OpenBLAS's own setting (OPENBLAS_NUM_THREADS).",
 )
@@ -130,7 +133,7 @@ def _names(allowed):
     default=None,
     help="n of the n x n x n fp32 matmul whose FLOP/s is the peak (default 1024 on CPUs, 4096 on GPUs).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights and inputs.")
+@click.option("--seed", type=int, default=BENCH.seed, show_default=True, help="Seed of the random weights and inputs.")
 @click.option(
     "--json",
     "json_path",

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from mlx_edge.cli.options import device_option, echo_err, layer_list, with_columns
+from mlx_edge.settings import DISTILL, DistillSettings
 
 
 @click.command()
@@ -36,52 +37,68 @@ from mlx_edge.cli.options import device_option, echo_err, layer_list, with_colum
 )
 @click.option(
     "--student",
-    default="tiny",
+    default=DISTILL.student,
     show_default=True,
     help="Preset (tiny, small, small-512, half), a BERT config .json, or a student directory to continue.",
 )
 @click.option(
     "--init",
     type=click.Choice(["random", "teacher"]),
-    default="random",
+    default=DISTILL.init,
     show_default=True,
     help="random, or teacher: copy embeddings and a subset of teacher layers (widths must match).",
 )
 @click.option("--init-layers", callback=layer_list, default="", help="Teacher layers to copy (0-based), e.g. 1,3,5.")
-@click.option("--layer-map", default=None, help="Student:teacher layer pairs (0-based), e.g. 0:2,1:5; default uniform.")
+@click.option(
+    "--layer-map",
+    default=DISTILL.layer_map,
+    help="Student:teacher layer pairs (0-based), e.g. 0:2,1:5; default uniform.",
+)
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Directory to write the student to.")
-@click.option("--epochs", type=click.IntRange(1), default=5, show_default=True, help="Passes over the data.")
-@click.option("--batch-size", type=click.IntRange(1), default=32, show_default=True, help="Examples per step.")
+@click.option(
+    "--epochs", type=click.IntRange(1), default=DISTILL.epochs, show_default=True, help="Passes over the data."
+)
+@click.option(
+    "--batch-size", type=click.IntRange(1), default=DISTILL.batch_size, show_default=True, help="Examples per step."
+)
 @click.option(
     "--lr",
     "learning_rate",
     type=click.FloatRange(0, min_open=True),
-    default=1e-4,
+    default=DISTILL.learning_rate,
     show_default=True,
     help="Peak learning rate (AdamW, warmup then linear decay).",
 )
 @click.option(
     "--max-length",
     type=click.IntRange(8, 4096),
-    default=None,
+    default=DISTILL.max_length,
     help="Token limit; default: the cache's, else the teacher's.",
 )
 @click.option(
     "--temperature",
     type=click.FloatRange(0, min_open=True),
-    default=2.0,
+    default=DISTILL.temperature,
     show_default=True,
     help="Soft-target temperature T (the KD term is multiplied by T²).",
 )
-@click.option("--kd-weight", default="1.0", show_default=True, help="Soft-target KL weight: W or START:END (linear).")
-@click.option("--ce-weight", default="0.1", show_default=True, help="Hard-label cross-entropy weight.")
-@click.option("--hidden-weight", default="0", show_default=True, help="Hidden-state MSE weight (mapped layers).")
-@click.option("--attention-weight", default="0", show_default=True, help="Attention-map loss weight.")
-@click.option("--embedding-weight", default="0", show_default=True, help="Embedding-output MSE weight.")
+@click.option(
+    "--kd-weight", default=DISTILL.kd_weight, show_default=True, help="Soft-target KL weight: W or START:END (linear)."
+)
+@click.option("--ce-weight", default=DISTILL.ce_weight, show_default=True, help="Hard-label cross-entropy weight.")
+@click.option(
+    "--hidden-weight", default=DISTILL.hidden_weight, show_default=True, help="Hidden-state MSE weight (mapped layers)."
+)
+@click.option(
+    "--attention-weight", default=DISTILL.attention_weight, show_default=True, help="Attention-map loss weight."
+)
+@click.option(
+    "--embedding-weight", default=DISTILL.embedding_weight, show_default=True, help="Embedding-output MSE weight."
+)
 @click.option(
     "--attention-loss",
     type=click.Choice(["mse", "kl"]),
-    default="mse",
+    default=DISTILL.attention_loss,
     show_default=True,
     help="How attention maps are compared.",
 )
@@ -89,43 +106,65 @@ from mlx_edge.cli.options import device_option, echo_err, layer_list, with_colum
     "--two-stage",
     "two_stage_epochs",
     type=click.IntRange(0),
-    default=0,
+    default=DISTILL.two_stage,
     show_default=True,
     help="TinyBERT style: this many epochs of intermediate losses only, then prediction losses.",
 )
 @click.option(
-    "--warmup-ratio", type=click.FloatRange(0, 1), default=0.1, show_default=True, help="Warmup share of steps."
+    "--warmup-ratio",
+    type=click.FloatRange(0, 1),
+    default=DISTILL.warmup_ratio,
+    show_default=True,
+    help="Warmup share of steps.",
 )
-@click.option("--weight-decay", type=click.FloatRange(0), default=0.01, show_default=True, help="AdamW weight decay.")
-@click.option("--grad-accum", type=click.IntRange(1), default=1, show_default=True, help="Batches per optimizer step.")
+@click.option(
+    "--weight-decay",
+    type=click.FloatRange(0),
+    default=DISTILL.weight_decay,
+    show_default=True,
+    help="AdamW weight decay.",
+)
+@click.option(
+    "--grad-accum",
+    type=click.IntRange(1),
+    default=DISTILL.grad_accum,
+    show_default=True,
+    help="Batches per optimizer step.",
+)
 @click.option(
     "--max-grad-norm",
     type=click.FloatRange(0, min_open=True),
-    default=1.0,
+    default=DISTILL.max_grad_norm,
     show_default=True,
     help="Gradient clipping norm.",
 )
-@click.option("--patience", type=click.IntRange(1), default=None, help="Stop after this many epochs without dev gain.")
+@click.option(
+    "--patience", type=click.IntRange(1), default=DISTILL.patience, help="Stop after this many epochs without dev gain."
+)
 @click.option(
     "--checkpoint-every",
     type=click.IntRange(1),
-    default=200,
+    default=DISTILL.checkpoint_every,
     show_default=True,
     help="Steps between resume checkpoints (also at every epoch end).",
 )
-@click.option("--max-steps", type=click.IntRange(1), default=None, help="Stop after this many steps (a quick trial).")
+@click.option(
+    "--max-steps", type=click.IntRange(1), default=DISTILL.max_steps, help="Stop after this many steps (a quick trial)."
+)
 @click.option(
     "--cpu-shards",
     type=click.IntRange(1, 64),
-    default=None,
+    default=DISTILL.cpu_shards,
     help="On MLX's CPU: split each batch over this many streams (threads); default one per core, "
     "at most 8, at least 8 rows each. Ignored on a GPU.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for init, shuffling, dropout, dev split.")
+@click.option(
+    "--seed", type=int, default=DISTILL.seed, show_default=True, help="Seed for init, shuffling, dropout, dev split."
+)
 @click.option(
     "--dev-fraction",
     type=click.FloatRange(0.01, 0.5),
-    default=0.1,
+    default=DISTILL.dev_fraction,
     show_default=True,
     help="Dev share when no --dev is given.",
 )
@@ -190,16 +229,13 @@ def distill(
           --init teacher --hidden-weight 1 --attention-weight 1 --out student
     """
     from mlx_edge.distill.api import distill as run  # lazy: --help stays instant
-    from mlx_edge.distill.loop import LoopConfig, Schedule  # lazy: --help stays instant
+    from mlx_edge.distill.loop import LoopConfig  # lazy: --help stays instant
 
-    weights = {
-        "kd": Schedule.parse(kd_weight),
-        "ce": Schedule.parse(ce_weight),
-        "hidden": Schedule.parse(hidden_weight),
-        "attention": Schedule.parse(attention_weight),
-        "embedding": Schedule.parse(embedding_weight),
-    }
-    loop = LoopConfig(
+    settings = DistillSettings(
+        student=student,
+        init=init,
+        layer_map=layer_map,
+        max_length=max_length,
         epochs=epochs,
         batch_size=batch_size,
         learning_rate=learning_rate,
@@ -207,16 +243,23 @@ def distill(
         weight_decay=weight_decay,
         grad_accum=grad_accum,
         max_grad_norm=max_grad_norm,
-        seed=seed,
         temperature=temperature,
-        weights=weights,
+        kd_weight=kd_weight,
+        ce_weight=ce_weight,
+        hidden_weight=hidden_weight,
+        attention_weight=attention_weight,
+        embedding_weight=embedding_weight,
         attention_loss=attention_loss,
-        two_stage_epochs=two_stage_epochs,
+        two_stage=two_stage_epochs,
         patience=patience,
         checkpoint_every=checkpoint_every,
         max_steps=max_steps,
         cpu_shards=cpu_shards,
+        seed=seed,
+        dev_fraction=dev_fraction,
+        device=device,
     )
+    loop = LoopConfig.from_settings(settings)
 
     def report_epoch(m):
         echo_err(

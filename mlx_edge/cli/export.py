@@ -13,6 +13,7 @@ import click
 
 from mlx_edge.cli.options import device_option
 from mlx_edge.errors import CHECK_FAILED, MlxEdgeError
+from mlx_edge.settings import EXPORT
 
 # Mirrors bridges.coreml_export's choices; repeated here so `--help` imports nothing but click.
 PRECISIONS = ("fp16", "fp32")
@@ -40,7 +41,7 @@ def _seq_len(ctx, param, value):
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Bundle directory to write.")
 @click.option(
     "--seq-len",
-    default=None,
+    default=EXPORT.seq_len,
     callback=_seq_len,
     help="Encoder input length: fixed (128), a range (16-128) or enumerated lengths (32,64,128; iOS18). "
     "Default: the max length the student was distilled with, else 128.",
@@ -48,82 +49,82 @@ def _seq_len(ctx, param, value):
 @click.option(
     "--precision",
     type=click.Choice(PRECISIONS),
-    default="fp16",
+    default=EXPORT.precision,
     show_default=True,
     help="Compute precision of the mlprograms.",
 )
 @click.option(
     "--compute-units",
     type=click.Choice(COMPUTE_UNITS),
-    default="CPU_AND_GPU",
+    default=EXPORT.compute_units,
     show_default=True,
     help="Compute units recommended to the app (recorded in metadata and manifest).",
 )
 @click.option(
     "--min-target",
     type=click.Choice(MIN_TARGETS),
-    default="iOS16",
+    default=EXPORT.min_target,
     show_default=True,
     help="Minimum deployment target of the mlprograms.",
 )
 @click.option(
     "--quantize",
     type=click.Choice(QUANTIZE),
-    default="none",
+    default=EXPORT.quantize,
     show_default=True,
     help="Weight compression (coremltools.optimize): int8 linear, or an n-bit palette.",
 )
 @click.option(
     "--palettize-bits",
     type=click.Choice(["2", "4", "6", "8"]),
-    default="6",
+    default=str(EXPORT.palettize_bits),
     show_default=True,
     help="Bits per weight with --quantize palettize.",
 )
 @click.option(
     "--palettize-mode",
     type=click.Choice(["kmeans", "uniform"]),
-    default="kmeans",
+    default=EXPORT.palettize_mode,
     show_default=True,
     help="How the palette is built (kmeans needs scikit-learn).",
 )
 @click.option(
     "--optimizer",
     type=click.Choice(["sgd", "adam"]),
-    default="sgd",
+    default=EXPORT.optimizer,
     show_default=True,
     help="On-device optimizer of the head (Adam keeps two more copies of the weights).",
 )
 @click.option(
     "--learning-rate",
     type=click.FloatRange(1e-5, 1.0),
-    default=0.05,
+    default=EXPORT.learning_rate,
     show_default=True,
     help="Head learning rate baked into Head.mlmodel (apps may override within 1e-5..1).",
 )
 @click.option(
     "--batch-size",
     type=click.Choice(["1", "2", "4", "8", "16", "32", "64"]),
-    default="8",
+    default=str(EXPORT.batch_size),
     show_default=True,
     help="Head mini-batch size baked into Head.mlmodel.",
 )
 @click.option(
     "--epochs",
     type=click.IntRange(1, 200),
-    default=20,
+    default=EXPORT.epochs,
     show_default=True,
     help="Head epochs baked into Head.mlmodel (apps may choose 1-200).",
 )
-@click.option("--author", default="", help="Author recorded in the models' metadata.")
+@click.option("--author", default=EXPORT.author, help="Author recorded in the models' metadata.")
 @click.option("--license", "license_", default="", help="Licence recorded in the models' metadata.")
 @click.option("--model-version", default="1.0", show_default=True, help="Version string of the models.")
-@click.option("--description", default="", help="Short description of the models.")
+@click.option("--description", default=EXPORT.description, help="Short description of the models.")
 @click.option(
     "--texts",
     "n_texts",
     type=click.IntRange(1, 600),
-    default=32,
+    default=EXPORT.n_texts,
     show_default=True,
     help="Dev-set texts used for the parity checks run before the bundle is written.",
 )

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from mlx_edge.cli.options import device_option, echo_err, layer_list, with_columns
+from mlx_edge.settings import LABEL, TEACHER
 
 
 @click.group()
@@ -26,51 +27,69 @@ def teacher():
     help="Labeled dev file; else a stratified split of --train.",
 )
 @click.option("--out", type=click.Path(path_type=Path), required=True, help="Directory to write the teacher to.")
-@click.option("--epochs", type=click.IntRange(1), default=3, show_default=True, help="Passes over the data.")
 @click.option(
-    "--batch-size", type=click.IntRange(1), default=16, show_default=True, help="Examples per step (per process)."
+    "--epochs", type=click.IntRange(1), default=TEACHER.epochs, show_default=True, help="Passes over the data."
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1),
+    default=TEACHER.batch_size,
+    show_default=True,
+    help="Examples per step (per process).",
 )
 @click.option(
     "--lr",
     "learning_rate",
     type=click.FloatRange(0, min_open=True),
-    default=3e-5,
+    default=TEACHER.learning_rate,
     show_default=True,
     help="Peak learning rate (AdamW).",
 )
 @click.option(
-    "--max-length", type=click.IntRange(8, 4096), default=128, show_default=True, help="Token limit per text."
+    "--max-length",
+    type=click.IntRange(8, 4096),
+    default=TEACHER.max_length,
+    show_default=True,
+    help="Token limit per text.",
 )
 @click.option(
     "--warmup-ratio",
     type=click.FloatRange(0, 1),
-    default=0.1,
+    default=TEACHER.warmup_ratio,
     show_default=True,
     help="Share of steps with linear warmup; then linear decay.",
 )
-@click.option("--weight-decay", type=click.FloatRange(0), default=0.01, show_default=True, help="AdamW weight decay.")
+@click.option(
+    "--weight-decay",
+    type=click.FloatRange(0),
+    default=TEACHER.weight_decay,
+    show_default=True,
+    help="AdamW weight decay.",
+)
 @click.option(
     "--grad-accum",
     type=click.IntRange(1),
-    default=1,
+    default=TEACHER.grad_accum,
     show_default=True,
     help="Accumulate gradients over this many batches per step.",
 )
 @click.option(
     "--max-grad-norm",
     type=click.FloatRange(0, min_open=True),
-    default=1.0,
+    default=TEACHER.max_grad_norm,
     show_default=True,
     help="Gradient clipping norm.",
 )
 @click.option(
     "--dev-fraction",
     type=click.FloatRange(0.01, 0.5),
-    default=0.1,
+    default=TEACHER.dev_fraction,
     show_default=True,
     help="Dev share when no --dev is given.",
 )
-@click.option("--seed", type=int, default=42, show_default=True, help="Seed for init, shuffling and the dev split.")
+@click.option(
+    "--seed", type=int, default=TEACHER.seed, show_default=True, help="Seed for init, shuffling and the dev split."
+)
 @with_columns
 @device_option
 @click.option("--trust-remote-code", is_flag=True, help="Allow the model's own Python code to run (off by default).")
@@ -174,15 +193,21 @@ def teacher_train(
 @click.option(
     "--backend",
     type=click.Choice(["torch", "mlx"]),
-    default="torch",
+    default=LABEL.backend,
     show_default=True,
     help="torch: transformers on CUDA/MPS/CPU; mlx: the MLX BERT (fastest on a Mac).",
 )
-@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True, help="Examples per forward pass.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1),
+    default=LABEL.batch_size,
+    show_default=True,
+    help="Examples per forward pass.",
+)
 @click.option(
     "--max-length",
     type=click.IntRange(8, 4096),
-    default=None,
+    default=LABEL.max_length,
     help="Token limit; default: the teacher's training max length.",
 )
 @click.option(
@@ -194,7 +219,9 @@ def teacher_train(
     default="",
     help="Attention maps to keep, e.g. 3,6 (1-based encoder layers).",
 )
-@click.option("--shard-size", type=click.IntRange(1), default=1024, show_default=True, help="Examples per shard file.")
+@click.option(
+    "--shard-size", type=click.IntRange(1), default=LABEL.shard_size, show_default=True, help="Examples per shard file."
+)
 @with_columns
 @device_option
 @click.option("--force", is_flag=True, help="Start over even if --out holds (part of) a cache.")

@@ -29,6 +29,7 @@ from mlx_edge.models.checkpoint import load_model, save_model
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.runtime.cpu_streams import resolve_shards, sharded_forward
 from mlx_edge.runtime.devices import mlx_device
+from mlx_edge.settings import DISTILL
 from mlx_edge.targets import TargetsCache, text_hash
 from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, head_labels, tokenizer_hash
 
@@ -62,16 +63,16 @@ def distill(
     out: Path,
     dev: Path | None = None,
     targets: Path | None = None,
-    student: str = "tiny",
-    init: str = "random",
+    student: str = DISTILL.student,
+    init: str = DISTILL.init,
     init_layers: list[int] | None = None,
-    layer_map: str | None = None,
-    max_length: int | None = None,
+    layer_map: str | None = DISTILL.layer_map,
+    max_length: int | None = DISTILL.max_length,
     loop: LoopConfig | None = None,
-    dev_fraction: float = 0.1,
+    dev_fraction: float = DISTILL.dev_fraction,
     text_column: str | None = None,
     label_column: str | None = None,
-    device: str = "auto",
+    device: str = DISTILL.device,
     force: bool = False,
     restart: bool = False,
     progress: bool = True,

@@ -36,6 +36,7 @@ from mlx_edge.distill import losses
 from mlx_edge.errors import DistillError
 from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.cpu_streams import blas_limit, cpu_streams, resolve_shards, row_bounds
+from mlx_edge.settings import DISTILL, DistillSettings
 
 TERMS = ("kd", "ce", "hidden", "attention", "embedding")
 
@@ -68,24 +69,54 @@ class Schedule:
         return cls(values[0], values[1] if len(values) == 2 else None)
 
 
+def default_weights(s: DistillSettings) -> dict[str, Schedule]:
+    """Each term's weight schedule from the settings' `<term>_weight` strings."""
+    return {k: Schedule.parse(getattr(s, f"{k}_weight")) for k in TERMS}
+
+
 @dataclass
 class LoopConfig:
-    epochs: int = 5
-    batch_size: int = 32
-    learning_rate: float = 1e-4
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    grad_accum: int = 1
-    max_grad_norm: float = 1.0
-    seed: int = 0
-    temperature: float = 2.0
-    weights: dict[str, Schedule] = field(default_factory=lambda: {"kd": Schedule(1.0), "ce": Schedule(0.1)})
-    attention_loss: str = "mse"
-    two_stage_epochs: int = 0  # TinyBERT: this many epochs of intermediate losses only, then prediction
-    patience: int | None = None
-    checkpoint_every: int = 200
-    max_steps: int | None = None  # stop after this many optimizer steps (a quick trial, a benchmark)
-    cpu_shards: int | None = None  # CPU streams a step is split across; None: auto (see resolve_shards)
+    """The loop's settings; defaults are DistillSettings' (mlx_edge/settings.py), read by `from_settings`."""
+
+    epochs: int = DISTILL.epochs
+    batch_size: int = DISTILL.batch_size
+    learning_rate: float = DISTILL.learning_rate
+    warmup_ratio: float = DISTILL.warmup_ratio
+    weight_decay: float = DISTILL.weight_decay
+    grad_accum: int = DISTILL.grad_accum
+    max_grad_norm: float = DISTILL.max_grad_norm
+    seed: int = DISTILL.seed
+    temperature: float = DISTILL.temperature
+    weights: dict[str, Schedule] = field(default_factory=lambda: default_weights(DISTILL))
+    attention_loss: str = DISTILL.attention_loss
+    two_stage_epochs: int = DISTILL.two_stage  # TinyBERT: this many epochs of intermediate losses only
+    patience: int | None = DISTILL.patience
+    checkpoint_every: int = DISTILL.checkpoint_every
+    max_steps: int | None = DISTILL.max_steps  # stop after this many optimizer steps (a trial, a benchmark)
+    cpu_shards: int | None = DISTILL.cpu_shards  # CPU streams a step is split across; None: auto
+
+    @classmethod
+    def from_settings(cls, s: DistillSettings) -> LoopConfig:
+        return cls(
+            **s.kwargs(
+                "epochs",
+                "batch_size",
+                "learning_rate",
+                "warmup_ratio",
+                "weight_decay",
+                "grad_accum",
+                "max_grad_norm",
+                "seed",
+                "temperature",
+                "attention_loss",
+                "patience",
+                "checkpoint_every",
+                "max_steps",
+                "cpu_shards",
+            ),
+            weights=default_weights(s),
+            two_stage_epochs=s.two_stage,
+        )
 
     def weights_at(self, epoch: int, progress: float) -> dict[str, float]:
         w = {k: self.weights.get(k, Schedule(0.0)).at(progress) for k in TERMS}

@@ -24,6 +24,7 @@ from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.cpu_streams import blas_limit, resolve_shards, sharded_forward
 from mlx_edge.runtime.devices import mlx_device, torch_placement
+from mlx_edge.settings import LABEL
 from mlx_edge.targets import estimate_bytes, human_bytes, read_index, text_hash, write_index, write_shard
 from mlx_edge.teacher.source import (
     check_local_model,
@@ -52,13 +53,13 @@ def label_targets(
     teacher: Path,
     data: list[Path],
     out: Path,
-    backend: str = "torch",
-    device: str = "auto",
-    batch_size: int = 64,
-    max_length: int | None = None,
+    backend: str = LABEL.backend,
+    device: str = LABEL.device,
+    batch_size: int = LABEL.batch_size,
+    max_length: int | None = LABEL.max_length,
     hidden_layers: list[int] | None = None,
     attention_layers: list[int] | None = None,
-    shard_size: int = 1024,
+    shard_size: int = LABEL.shard_size,
     text_column: str | None = None,
     label_column: str | None = None,
     force: bool = False,

@@ -30,6 +30,7 @@ from mlx_edge.metrics import accuracy, macro_f1, majority_accuracy
 from mlx_edge.models.checkpoint import ensure_vocab_txt
 from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.devices import torch_placement
+from mlx_edge.settings import TEACHER
 from mlx_edge.teacher.source import load_for_training, transformers_progress
 
 METRICS_NAME = "metrics.jsonl"
@@ -75,21 +76,21 @@ def train_teacher(
     train: Path,
     out: Path,
     dev: Path | None = None,
-    epochs: int = 3,
-    batch_size: int = 16,
-    learning_rate: float = 3e-5,
-    max_length: int = 128,
-    warmup_ratio: float = 0.1,
-    weight_decay: float = 0.01,
-    grad_accum: int = 1,
-    max_grad_norm: float = 1.0,
-    seed: int = 42,
-    device: str = "auto",
-    dev_fraction: float = 0.1,
+    epochs: int = TEACHER.epochs,
+    batch_size: int = TEACHER.batch_size,
+    learning_rate: float = TEACHER.learning_rate,
+    max_length: int = TEACHER.max_length,
+    warmup_ratio: float = TEACHER.warmup_ratio,
+    weight_decay: float = TEACHER.weight_decay,
+    grad_accum: int = TEACHER.grad_accum,
+    max_grad_norm: float = TEACHER.max_grad_norm,
+    seed: int = TEACHER.seed,
+    device: str = TEACHER.device,
+    dev_fraction: float = TEACHER.dev_fraction,
     text_column: str | None = None,
     label_column: str | None = None,
     force: bool = False,
-    trust_remote_code: bool = False,
+    trust_remote_code: bool = TEACHER.trust_remote_code,
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
 ) -> TeacherTrainResult:

@@ -1,0 +1,189 @@
+"""Each stage's settings and their defaults, written once.
+
+The library functions (`train_teacher`, `label_targets`, `distill`, `export_bundle`, `augment`,
+`bench`) take these as keyword arguments with these defaults; the CLI options take their defaults
+from here; a `mlx-edge run` CONFIG.toml section is read into the stage's class, which refuses an
+unknown key. tests/test_settings.py fails if a default differs anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from mlx_edge.errors import ConfigError
+
+
+class StageSettings:
+    """Shared reading of a config section: known keys only, values of the field's type."""
+
+    @classmethod
+    def from_section(cls, section: dict[str, Any], where: str = "config"):
+        """The settings of a TOML section; `where` names it in errors (e.g. "[teacher] of run.toml")."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        values = {}
+        for key, value in section.items():
+            if key not in fields:  # a typo would otherwise fall back to the default without a word
+                close = difflib.get_close_matches(key, sorted(fields), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ConfigError(f"unknown setting {key!r} in {where}", f"{hint}known: {', '.join(sorted(fields))}")
+            values[key] = _coerce(value, fields[key], cls, where)
+        return cls(**values)
+
+    def kwargs(self, *names: str) -> dict[str, Any]:
+        """The settings as keyword arguments (all of them, or only `names`)."""
+        out = dataclasses.asdict(self)
+        return {k: out[k] for k in names} if names else out
+
+
+def _coerce(value: Any, field: dataclasses.Field, cls: type, where: str) -> Any:
+    hint = typing.get_type_hints(cls)[field.name]
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    if value is None and type(None) in options:
+        return None
+    for kind in options:
+        if kind is bool and isinstance(value, bool):
+            return value
+        if kind is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if kind is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)  # a loss weight may be written 1 or "0.5:1"
+        if typing.get_origin(kind) is tuple and isinstance(value, (list, tuple)):
+            return tuple(value)
+    raise ConfigError(f"{field.name} = {value!r} in {where} is not a {hint}")
+
+
+@dataclass(frozen=True)
+class TeacherTrainSettings(StageSettings):
+    """`mlx-edge teacher train` / `train_teacher` / [teacher]."""
+
+    epochs: int = 3
+    batch_size: int = 16
+    learning_rate: float = 3e-5
+    max_length: int = 128
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    grad_accum: int = 1
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    device: str = "auto"
+    dev_fraction: float = 0.1
+    trust_remote_code: bool = False
+
+
+@dataclass(frozen=True)
+class LabelSettings(StageSettings):
+    """`mlx-edge teacher label` / `label_targets` / [label]. The MLX backend is the faster one here and on a Mac."""
+
+    backend: str = "mlx"
+    device: str = "auto"
+    batch_size: int = 64
+    max_length: int | None = None  # None: the teacher's training max length
+    shard_size: int = 1024
+
+
+@dataclass(frozen=True)
+class DistillSettings(StageSettings):
+    """`mlx-edge distill` / `distill` (and its LoopConfig) / [distill]."""
+
+    student: str = "tiny"
+    init: str = "random"
+    layer_map: str | None = None
+    max_length: int | None = None  # None: the targets cache's, else the teacher's
+    epochs: int = 5
+    batch_size: int = 32
+    learning_rate: float = 1e-4
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    grad_accum: int = 1
+    max_grad_norm: float = 1.0
+    temperature: float = 2.0
+    kd_weight: str = "1.0"  # W, or START:END (linear over the run)
+    ce_weight: str = "0.1"
+    hidden_weight: str = "0"
+    attention_weight: str = "0"
+    embedding_weight: str = "0"
+    attention_loss: str = "mse"
+    two_stage: int = 0
+    patience: int | None = None
+    checkpoint_every: int = 200
+    max_steps: int | None = None
+    cpu_shards: int | None = None
+    seed: int = 0
+    dev_fraction: float = 0.1
+    device: str = "auto"
+
+
+@dataclass(frozen=True)
+class ExportSettings(StageSettings):
+    """`mlx-edge export` / `export_bundle` / [export]."""
+
+    seq_len: str | None = None  # None: the student's distilled max length
+    precision: str = "fp16"
+    compute_units: str = "CPU_AND_GPU"
+    min_target: str = "iOS16"
+    quantize: str = "none"
+    palettize_bits: int = 6
+    palettize_mode: str = "kmeans"
+    optimizer: str = "sgd"
+    learning_rate: float = 0.05
+    batch_size: int = 8
+    epochs: int = 20
+    author: str = ""
+    license: str = ""
+    version: str = "1.0"
+    description: str = ""
+    n_texts: int = 32
+    device: str = "auto"
+
+
+@dataclass(frozen=True)
+class AugmentSettings(StageSettings):
+    """`mlx-edge augment` / `augment`."""
+
+    min_confidence: float = 0.0
+    relabel: bool = False
+    shots: int = 5
+    per_prompt: int = 10
+    batch_size: int = 8
+    max_rounds: int = 50
+    max_tokens: int = 512
+    temperature: float = 0.8
+    top_p: float = 0.95
+    seed: int = 0
+    near_duplicate: float = 0.8
+    min_chars: int = 3
+    max_chars: int = 300
+
+
+@dataclass(frozen=True)
+class BenchSettings(StageSettings):
+    """`mlx-edge bench` / `bench`."""
+
+    model: str = "tiny"
+    seq_lens: tuple[int, ...] = (32, 128)
+    infer_batches: tuple[int, ...] = (1, 32)
+    train_batch: int = 32
+    train_seq: int | None = None
+    warmup: int = 2
+    repeats: int = 5
+    budget_s: float = 6.0
+    matmul_n: int | None = None
+    threads: int | None = None
+    seed: int = 0
+
+
+TEACHER, LABEL, DISTILL, EXPORT, AUGMENT, BENCH = (
+    TeacherTrainSettings(),
+    LabelSettings(),
+    DistillSettings(),
+    ExportSettings(),
+    AugmentSettings(),
+    BenchSettings(),
+)
