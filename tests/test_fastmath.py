@@ -6,6 +6,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 import pytest
+from mlx.utils import tree_flatten
 
 from mlx_edge.models import fastmath
 
@@ -58,3 +59,24 @@ def test_softmax_values_and_gradients_with_masked_keys():
     half = fastmath.softmax(x[2].astype(mx.float16))  # (row 2: no float32-min scores, -inf in float16)
     assert half.dtype == mx.float16
     np.testing.assert_allclose(np.array(half.astype(mx.float32)), ref[2], atol=2e-3)
+
+
+def test_fast_math_is_decided_when_the_model_is_built(monkeypatch):
+    from mlx_edge.models.bert import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=48)
+    monkeypatch.setenv("MLX_EDGE_FAST_MATH", "1")
+    fast = BertForSequenceClassification(config)
+    monkeypatch.setenv("MLX_EDGE_FAST_MATH", "0")  # read at build time only: `fast` keeps its choice
+    native = BertForSequenceClassification(config)
+    native.load_weights(list(tree_flatten(fast.parameters())))
+    assert fast.fast_math and not native.fast_math
+    layer = fast.layers[0]
+    assert layer.intermediate.act is fastmath.gelu and layer.attention.self.softmax is fastmath.softmax
+    assert native.layers[0].intermediate.act is nn.gelu
+    ids = mx.array([[1, 5, 7, 2, 0, 0]])
+    mask = (ids != 0).astype(mx.int32)
+    a = fast.eval()(ids, mask, output_attentions=True)
+    b = native.eval()(ids, mask, output_attentions=True)
+    assert np.abs(np.array(a.logits) - np.array(b.logits)).max() < 1e-5
+    assert np.abs(np.array(a.attentions[0]) - np.array(b.attentions[0])).max() < 1e-5

@@ -104,7 +104,8 @@ def test_attention_with_different_head_counts_compares_head_means():
 
 def test_loss_terms_in_the_training_step_use_the_right_tensors():
     """make_loss wires each term to the right student output, including the embedding term (layer 0)."""
-    from mlx_edge.distill.loop import TERMS, LoopConfig, Schedule, Trainable, make_loss
+    from mlx_edge.distill.config import TERMS, LoopConfig, Schedule
+    from mlx_edge.distill.step import Trainable, make_loss
     from mlx_edge.models.bert import BertConfig, BertForSequenceClassification
 
     config = BertConfig(
@@ -161,7 +162,8 @@ def test_loss_terms_in_the_training_step_use_the_right_tensors():
 
 
 def test_term_shares_follow_rows_tokens_and_pairs():
-    from mlx_edge.distill.loop import TERMS, term_shares
+    from mlx_edge.distill.config import TERMS
+    from mlx_edge.distill.step import term_shares
 
     mask = mask_of([4, 2, 3], 4)  # shard 0 = rows 0-1, shard 1 = row 2
     shares = dict(zip(TERMS, term_shares(mask, [0, 2, 3], "mse").T))
@@ -179,7 +181,8 @@ def test_a_batch_split_over_cpu_streams_gives_the_whole_batch_terms_and_gradient
     """The sharded step (one CPU stream a shard, terms weighted by share) equals the unsharded one."""
     from mlx.utils import tree_flatten, tree_map
 
-    from mlx_edge.distill.loop import TERMS, LoopConfig, Schedule, Trainable, make_loss, split_batch
+    from mlx_edge.distill.config import TERMS, LoopConfig, Schedule
+    from mlx_edge.distill.step import Trainable, make_loss, split_batch
     from mlx_edge.models.bert import BertConfig, BertForSequenceClassification
     from mlx_edge.runtime.cpu_streams import cpu_streams
 

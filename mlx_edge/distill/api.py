@@ -19,7 +19,8 @@ import numpy as np
 from mlx.utils import tree_flatten
 
 from mlx_edge.data import LabelMap, bucketed_batches, collate, read_labeled, split_dev
-from mlx_edge.distill.loop import LoopConfig, Schedule, Trainable, run_loop
+from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
+from mlx_edge.distill.step import Trainable
 from mlx_edge.distill.student import init_student, parse_layer_map, student_config
 from mlx_edge.errors import DistillError, TargetsError, WorkMismatch
 from mlx_edge.fileio import fingerprint

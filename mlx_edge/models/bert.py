@@ -21,30 +21,34 @@ from mlx_edge.errors import ModelError
 from mlx_edge.models import fastmath
 
 
-def _gelu(x: mx.array) -> mx.array:  # exact (erf)
-    return fastmath.gelu(x) if fastmath.enabled() else nn.gelu(x)
-
-
-def _gelu_tanh(x: mx.array) -> mx.array:  # the tanh approximation
-    return fastmath.gelu_tanh(x) if fastmath.enabled() else nn.gelu_approx(x)
-
-
 def _softmax(x: mx.array) -> mx.array:  # over the last axis, in float32
-    return fastmath.softmax(x) if fastmath.enabled() else mx.softmax(x, axis=-1, precise=True)
+    return mx.softmax(x, axis=-1, precise=True)
 
 
-# Hugging Face `hidden_act` names -> MLX functions (GELUs and softmax: fastmath.py on Linux CPUs).
+# Hugging Face `hidden_act` names -> MLX functions.
 ACTIVATIONS = {
-    "gelu": _gelu,
-    "gelu_new": _gelu_tanh,
-    "gelu_pytorch_tanh": _gelu_tanh,
-    "gelu_fast": _gelu_tanh,
+    "gelu": nn.gelu,  # exact (erf)
+    "gelu_new": nn.gelu_approx,  # the tanh approximation
+    "gelu_pytorch_tanh": nn.gelu_approx,
+    "gelu_fast": nn.gelu_approx,
     "quick_gelu": nn.gelu_fast_approx,  # x * sigmoid(1.702 x)
     "relu": nn.relu,
     "silu": nn.silu,
     "swish": nn.silu,
     "tanh": mx.tanh,
 }
+# The same functions from cheap elementwise ops (fastmath.py): chosen once, when a model is built.
+FAST_ACTIVATIONS = {
+    "gelu": fastmath.gelu,
+    "gelu_new": fastmath.gelu_tanh,
+    "gelu_pytorch_tanh": fastmath.gelu_tanh,
+    "gelu_fast": fastmath.gelu_tanh,
+}
+
+
+def activation(name: str, fast: bool):
+    return FAST_ACTIVATIONS.get(name, ACTIVATIONS[name]) if fast else ACTIVATIONS[name]
+
 
 BERT_LIKE_TYPES = {"bert", "roberta", "xlm-roberta", "distilbert", "electra", "camembert", "ernie"}
 
@@ -169,8 +173,9 @@ class BertEmbeddings(nn.Module):
 
 
 class BertSelfAttention(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, fast: bool):
         super().__init__()
+        self.softmax = fastmath.softmax if fast else _softmax
         self.num_heads = config.num_attention_heads
         self.scale = 1.0 / math.sqrt(config.head_dim)
         self.query = nn.Linear(config.hidden_size, config.hidden_size)
@@ -187,7 +192,7 @@ class BertSelfAttention(nn.Module):
         )
         if return_probs or self.training:
             scores = (q * self.scale) @ k.transpose(0, 1, 3, 2) + mask
-            probs = _softmax(scores)
+            probs = self.softmax(scores)
             context = self.dropout(probs) @ v
         else:
             probs = None
@@ -209,9 +214,9 @@ class BertResidualOutput(nn.Module):
 
 
 class BertAttention(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, fast: bool):
         super().__init__()
-        self.self = BertSelfAttention(config)
+        self.self = BertSelfAttention(config, fast)
         self.output = BertResidualOutput(config, config.hidden_size)
 
     def __call__(self, x, mask, return_probs):
@@ -220,20 +225,20 @@ class BertAttention(nn.Module):
 
 
 class BertIntermediate(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, fast: bool):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.act = ACTIVATIONS[config.hidden_act]
+        self.act = activation(config.hidden_act, fast)
 
     def __call__(self, x: mx.array) -> mx.array:
         return self.act(self.dense(x))
 
 
 class BertLayer(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, fast: bool):
         super().__init__()
-        self.attention = BertAttention(config)
-        self.intermediate = BertIntermediate(config)
+        self.attention = BertAttention(config, fast)
+        self.intermediate = BertIntermediate(config, fast)
         self.output = BertResidualOutput(config, config.intermediate_size)
 
     def __call__(self, x, mask, return_probs):
@@ -242,9 +247,9 @@ class BertLayer(nn.Module):
 
 
 class BertEncoder(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, fast: bool):
         super().__init__()
-        self.layer = [BertLayer(config) for _ in range(config.num_hidden_layers)]
+        self.layer = [BertLayer(config, fast) for _ in range(config.num_hidden_layers)]
 
 
 class BertPooler(nn.Module):
@@ -257,20 +262,25 @@ class BertPooler(nn.Module):
 
 
 class BertModel(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, fast: bool):
         super().__init__()
         self.embeddings = BertEmbeddings(config)
-        self.encoder = BertEncoder(config)
+        self.encoder = BertEncoder(config, fast)
         self.pooler = BertPooler(config)
 
 
 class BertForSequenceClassification(nn.Module):
-    """The classifier. `model(input_ids, attention_mask)` -> BertOutput."""
+    """The classifier. `model(input_ids, attention_mask)` -> BertOutput.
 
-    def __init__(self, config: BertConfig):
+    `fast_math`: GELU and the attention softmax from fastmath.py (same values within ~1e-6, faster
+    on Linux CPUs); None decides once, here, by `fastmath.enabled()` (MLX's CPU device on Linux).
+    """
+
+    def __init__(self, config: BertConfig, fast_math: bool | None = None):
         super().__init__()
         self.config = config
-        self.bert = BertModel(config)
+        self.fast_math = fastmath.enabled() if fast_math is None else fast_math
+        self.bert = BertModel(config, self.fast_math)
         dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)

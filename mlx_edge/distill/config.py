@@ -1,0 +1,97 @@
+"""The distillation loop's settings: the loss terms, their weight schedules, LoopConfig."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mlx_edge.errors import DistillError
+from mlx_edge.settings import DISTILL, DistillSettings
+
+TERMS = ("kd", "ce", "hidden", "attention", "embedding")
+
+
+@dataclass
+class Schedule:
+    """A loss weight: constant, or linear from `start` to `end` over the whole run."""
+
+    start: float
+    end: float | None = None
+
+    def at(self, progress: float) -> float:
+        return self.start if self.end is None else self.start + (self.end - self.start) * progress
+
+    @property
+    def ever_on(self) -> bool:
+        return self.start > 0 or (self.end or 0) > 0
+
+    @classmethod
+    def parse(cls, text: str | float) -> Schedule:
+        if isinstance(text, (int, float)):
+            return cls(float(text))
+        parts = str(text).split(":")
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            raise DistillError(f"loss weight {text!r} is not a number or 'start:end'") from None
+        if len(values) not in (1, 2) or min(values) < 0:
+            raise DistillError(f"loss weight {text!r}: use W (constant) or START:END (linear), non-negative")
+        return cls(values[0], values[1] if len(values) == 2 else None)
+
+
+def default_weights(s: DistillSettings) -> dict[str, Schedule]:
+    """Each term's weight schedule from the settings' `<term>_weight` strings."""
+    return {k: Schedule.parse(getattr(s, f"{k}_weight")) for k in TERMS}
+
+
+@dataclass
+class LoopConfig:
+    """The loop's settings; defaults are DistillSettings' (mlx_edge/settings.py), read by `from_settings`."""
+
+    epochs: int = DISTILL.epochs
+    batch_size: int = DISTILL.batch_size
+    learning_rate: float = DISTILL.learning_rate
+    warmup_ratio: float = DISTILL.warmup_ratio
+    weight_decay: float = DISTILL.weight_decay
+    grad_accum: int = DISTILL.grad_accum
+    max_grad_norm: float = DISTILL.max_grad_norm
+    seed: int = DISTILL.seed
+    temperature: float = DISTILL.temperature
+    weights: dict[str, Schedule] = field(default_factory=lambda: default_weights(DISTILL))
+    attention_loss: str = DISTILL.attention_loss
+    two_stage_epochs: int = DISTILL.two_stage  # TinyBERT: this many epochs of intermediate losses only
+    patience: int | None = DISTILL.patience
+    checkpoint_every: int = DISTILL.checkpoint_every
+    max_steps: int | None = DISTILL.max_steps  # stop after this many optimizer steps (a trial, a benchmark)
+    cpu_shards: int | None = DISTILL.cpu_shards  # CPU streams a step is split across; None: auto
+
+    @classmethod
+    def from_settings(cls, s: DistillSettings) -> LoopConfig:
+        return cls(
+            **s.kwargs(
+                "epochs",
+                "batch_size",
+                "learning_rate",
+                "warmup_ratio",
+                "weight_decay",
+                "grad_accum",
+                "max_grad_norm",
+                "seed",
+                "temperature",
+                "attention_loss",
+                "patience",
+                "checkpoint_every",
+                "max_steps",
+                "cpu_shards",
+            ),
+            weights=default_weights(s),
+            two_stage_epochs=s.two_stage,
+        )
+
+    def weights_at(self, epoch: int, progress: float) -> dict[str, float]:
+        w = {k: self.weights.get(k, Schedule(0.0)).at(progress) for k in TERMS}
+        if self.two_stage_epochs:
+            intermediate = epoch < self.two_stage_epochs
+            for k in TERMS:
+                if (k in ("kd", "ce")) == intermediate:
+                    w[k] = 0.0
+        return w
