@@ -1,7 +1,7 @@
 """The updatable classifier head: a NeuralNetwork `.mlmodel` (innerProduct -> softmax) for MLUpdateTask.
 
 An mlprogram cannot be updatable, and converted PyTorch heads come out as batchedMatMul/softmaxND
-which cannot be either (FACTS.md). So the head is built layer by layer with `NeuralNetworkBuilder`
+which cannot be either (coremltools: only innerProduct/convolution layers of a NeuralNetwork model can be updatable). So the head is built layer by layer with `NeuralNetworkBuilder`
 from the student's own classifier weights (FP32: updatable layers refuse FP16). Its input is the
 encoder's pooled `embedding`.
 """

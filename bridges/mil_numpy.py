@@ -1,7 +1,7 @@
 """Run a saved CoreML mlprogram in NumPy, op by op: the numeric check of a converted model off macOS.
 
 coremltools cannot predict on Linux, and MIL's own constant folding does not evaluate linear,
-layer_norm, softmax or gelu (FACTS.md). This interpreter loads the saved `.mlpackage` back into a MIL
+layer_norm, softmax or gelu (MIL const folding leaves them; coremltools predicts only on macOS). This interpreter loads the saved `.mlpackage` back into a MIL
 `Program` (weights included) and evaluates every operation. Each result is stored in the dtype the
 program declares for it: an fp16 program's intermediates are rounded to fp16, so an activation that
 overflows fp16 becomes inf/NaN here as it would on a device. Arithmetic itself runs in fp32.

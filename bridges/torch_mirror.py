@@ -1,6 +1,6 @@
 """A PyTorch mirror of the MLX BERT, written to be traced and converted by coremltools.
 
-Not transformers' BERT: coremltools 9.0 cannot convert it (`new_ones`, FACTS.md). This one uses only
+Not transformers' BERT: coremltools 9.0 cannot convert it (`new_ones` is not implemented in its PyTorch frontend). This one uses only
 Linear, LayerNorm, gather, matmul, softmax, gelu and tanh; builds the additive float mask from an
 int32 mask; and does no integer casts of shapes, so a `torch.jit.trace` with int32 inputs converts.
 Modules nest as in transformers, so `state_dict()` keys are the Hugging Face names, the same as

@@ -303,23 +303,6 @@ def load_splits(
 # -------------------------------------------------------------------------------------- batching
 
 
-@dataclass
-class Encoded:
-    """Token ids (unpadded, with [CLS]/[SEP]) and label indices of a dataset."""
-
-    ids: list[np.ndarray]
-    labels: np.ndarray
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return np.array([len(x) for x in self.ids], dtype=np.int64)
-
-
-def encode(tokenizer, data: LabeledData, label_map: LabelMap, *, max_length: int) -> Encoded:
-    ids = tokenizer.encode_batch(data.texts, max_length=max_length)
-    return Encoded([np.asarray(x, dtype=np.int32) for x in ids], label_map.encode(data.labels))
-
-
 def bucketed_batches(
     lengths: np.ndarray, batch_size: int, *, shuffle: bool = True, seed: int = 0, epoch: int = 0, pool_batches: int = 50
 ) -> list[np.ndarray]:

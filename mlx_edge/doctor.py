@@ -26,7 +26,7 @@ class Requirement:
     why: str = ""
 
 
-# The tested set (README: "Tested versions"). Linux pins what FACTS.md measured; macOS takes its wheels.
+# The tested set (README: "Tested versions"). Linux pins what was measured on Linux; macOS takes its wheels.
 TESTED = (
     Requirement("mlx", ">=0.32,<0.33", True, "the student and the MLX teacher"),
     Requirement("mlx-lm", ">=0.32,<0.33", False, "augment: local LLM generation"),

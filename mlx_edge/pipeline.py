@@ -33,7 +33,6 @@ from mlx_edge.settings import DistillSettings, ExportSettings, LabelSettings, Te
 from mlx_edge.teacher.label import label_targets
 from mlx_edge.teacher.train import train_teacher
 
-STAGES = ("teacher", "label", "distill", "export", "check")
 STATE_NAME = "pipeline.json"
 
 

@@ -24,7 +24,7 @@ Writes, under swift/Tests/MLXEdgeKitTests/Fixtures/:
                            tokenizer's tables exhaustively.
 
 With `--swift-tables` it also regenerates
-swift/Sources/MLXEdgeKit/BertUnicodeTables.swift from the same probe (only needed if a
+swift/Sources/MLXEdgeKit/Tokenizer/BertUnicodeTables.swift from the same probe (only needed if a
 new `tokenizers` release changes its character tables; the Swift tests tell you).
 """
 
@@ -48,7 +48,7 @@ from transformers import AutoTokenizer, BertTokenizer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "swift" / "Tests" / "MLXEdgeKitTests" / "Fixtures"
-SWIFT_TABLES = ROOT / "swift" / "Sources" / "MLXEdgeKit" / "BertUnicodeTables.swift"
+SWIFT_TABLES = ROOT / "swift" / "Sources" / "MLXEdgeKit" / "Tokenizer" / "BertUnicodeTables.swift"
 MAX_LENGTH = 32
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -528,7 +528,9 @@ def write_fixture(path: Path, meta: dict, configs: list[dict]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--swift-tables", action="store_true", help="also regenerate swift/Sources/MLXEdgeKit/BertUnicodeTables.swift"
+        "--swift-tables",
+        action="store_true",
+        help="also regenerate swift/Sources/MLXEdgeKit/Tokenizer/BertUnicodeTables.swift",
     )
     args = ap.parse_args()
 

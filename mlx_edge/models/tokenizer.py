@@ -58,10 +58,6 @@ class TextTokenizer:
         self._tk.enable_truncation(max_length)
         return [e.ids for e in self._tk.encode_batch(list(texts))]
 
-    def tokenize(self, text: str) -> list[str]:
-        self._tk.no_truncation()
-        return self._tk.encode(text, add_special_tokens=False).tokens
-
 
 def load_tokenizer(model_dir: str | Path) -> TextTokenizer:
 
