@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import WORDS, write_jsonl
-from test_cli_errors import assert_one_line_error
 
 from mlx_edge.augment.api import COLUMNS, augment
 from mlx_edge.augment.dedup import Deduper
@@ -20,6 +18,8 @@ from mlx_edge.augment.parse import parse_answer
 from mlx_edge.cli import main
 from mlx_edge.data import read_labeled
 from mlx_edge.errors import AugmentError
+from tests.helpers.cli import assert_one_line_error
+from tests.helpers.tiny import WORDS, write_jsonl
 
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

@@ -9,7 +9,7 @@ import torch
 from transformers import BertForSequenceClassification as HFBert
 
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, sanitize
-from tests.conftest import tiny_bert_config
+from tests.helpers.tiny import tiny_bert_config
 
 TOL = 1e-4
 

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.test_export_helpers import exported
+from tests.helpers.exports import exported, tiny_student
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "darwin", reason="CoreML prediction needs macOS (coremltools cannot predict on Linux)"
@@ -21,7 +21,6 @@ def test_encoder_predict_matches_the_mirror(unit):
 
     from bridges.torch_mirror import load_mirror, read_student_weights, run_mirror
     from mlx_edge.models.checkpoint import load_config
-    from tests.test_export_helpers import tiny_student
 
     bundle = exported("--precision", "fp16")
     model = ct.models.MLModel(str(bundle / "Encoder.mlpackage"), compute_units=getattr(ct.ComputeUnit, unit))

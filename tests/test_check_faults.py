@@ -1,6 +1,6 @@
 """Each deliberate fault in a bundle is caught by `mlx-edge check` and named.
 
-A random tiny student stands in for a distilled one until distill lands (see test_export_helpers).
+A random tiny student stands in for a distilled one until distill lands (see tests/helpers/exports.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from mlx_edge.cli import main
 from mlx_edge.errors import CHECK_FAILED
-from tests.test_export_helpers import copy_bundle, exported, tiny_student
+from tests.helpers.exports import copy_bundle, exported, tiny_student
 
 
 @pytest.fixture()

@@ -16,7 +16,7 @@ from transformers import BertModel as HFBertModel
 from mlx_edge.errors import ModelError
 from mlx_edge.models.checkpoint import load_model, save_model
 from mlx_edge.models.tokenizer import load_tokenizer
-from tests.conftest import LABELS, build_wordpiece, tiny_bert_config
+from tests.helpers.tiny import LABELS, build_wordpiece, tiny_bert_config
 
 
 def test_hf_to_mlx_to_hf_is_identical(tiny_bert_dir, tmp_path):

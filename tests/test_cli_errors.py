@@ -10,22 +10,12 @@ from click.testing import CliRunner
 
 from mlx_edge.cli import main
 from mlx_edge.errors import DataError
+from tests.helpers.cli import assert_one_line_error
 
 
 def run_cli(*args):
     result = CliRunner().invoke(main, [str(a) for a in args])
     return result
-
-
-def assert_one_line_error(result, *fragments):
-    assert result.exit_code != 0, result.output
-    assert isinstance(result.exception, SystemExit), f"raised {result.exception!r} instead of a clean exit"
-    assert "Traceback" not in result.output
-    error_lines = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert len(error_lines) == 1, result.output
-    for fragment in fragments:
-        assert fragment in error_lines[0], error_lines[0]
-    return error_lines[0]
 
 
 def test_missing_file(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from mlx_edge.data import LabeledData, LabelMap, bucketed_batches, collate, load_splits, read_labeled, split_dev
 from mlx_edge.errors import DataError
 from mlx_edge.models.tokenizer import load_tokenizer
-from tests.conftest import CORPUS, build_wordpiece
+from tests.helpers.tiny import CORPUS, build_wordpiece
 
 
 def write(path, text):

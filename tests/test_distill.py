@@ -25,7 +25,7 @@ from mlx_edge.errors import DistillError, MlxEdgeError
 from mlx_edge.models.checkpoint import load_model
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.teacher.label import label_targets
-from tests.test_cli_errors import assert_one_line_error
+from tests.helpers.cli import assert_one_line_error
 
 MICRO = {
     "num_hidden_layers": 2,

@@ -1,6 +1,6 @@
 """`mlx-edge export` end to end on a tiny student, then `mlx-edge check` on what it wrote.
 
-A random tiny student stands in for a distilled one until distill lands (see test_export_helpers).
+A random tiny student stands in for a distilled one until distill lands (see tests/helpers/exports.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from mlx_edge.cli import main
-from tests.test_export_helpers import SEQ_LEN, exported, tiny_student
+from tests.helpers.exports import SEQ_LEN, exported, tiny_student
 
 EXPECTED_FILES = {
     "Encoder.mlpackage",

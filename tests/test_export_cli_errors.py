@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from mlx_edge.cli import main
 from mlx_edge.errors import CHECK_FAILED, BundleError, ExportError, ModelError
-from tests.test_export_helpers import tiny_student
+from tests.helpers.exports import tiny_student
+from tests.helpers.tiny import build_tiny_bert
 
 
 def _run(*args):
@@ -34,8 +35,6 @@ def test_not_a_student_dir(tmp_path):
 
 
 def test_bare_encoder_without_head_is_refused(tmp_path):
-    from tests.conftest import build_tiny_bert
-
     d = build_tiny_bert(tmp_path / "bare")
     from safetensors.numpy import load_file, save_file
 

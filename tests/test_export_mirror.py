@@ -13,7 +13,7 @@ from bridges.torch_mirror import MASK_VALUE, MirrorBert, load_mirror, read_stude
 from mlx_edge.errors import ModelError
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, init_weights, sanitize
 from mlx_edge.models.checkpoint import save_model
-from tests.conftest import tiny_bert_config
+from tests.helpers.tiny import tiny_bert_config
 
 CONFIGS = [
     dict(),

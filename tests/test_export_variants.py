@@ -1,7 +1,7 @@
 """Export variants: compressed weights (int8, palettized), flexible sequence lengths, iOS18 targets,
 Adam. Each must pass its own checks, with every op type covered by the NumPy interpreter.
 
-A random tiny student stands in for a distilled one until distill lands (see test_export_helpers).
+A random tiny student stands in for a distilled one until distill lands (see tests/helpers/exports.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.test_export_helpers import exported
+from tests.helpers.exports import exported
 
 VARIANTS = {
     "int8": ("--quantize", "int8"),

@@ -197,3 +197,50 @@ def test_the_checker_catches_a_circle_an_upward_import_and_an_unexplained_lazy_i
     _write(tmp_path, {"mlx_edge/data.py": "def g():\n    import numpy\n", "mlx_edge/extra.py": ""})
     found = find_problems(tmp_path, LAYERS)
     assert found["lazy"] == ["mlx_edge/data.py:2: import numpy"] and found["unlayered"] == ["mlx_edge.extra"]
+
+
+def imports_of_test_modules(source: str) -> list[int]:
+    """Lines of `source` that import a test module (test_*) or conftest, by any spelling."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            names = [module] + [f"{module}.{alias.name}".lstrip(".") for alias in node.names]
+        else:
+            continue
+        heads = {name.removeprefix("tests.").split(".")[0] for name in names}
+        if any(head.startswith("test_") or head == "conftest" for head in heads):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_test_file_imports_another_test_file_or_conftest():
+    """Shared code lives in tests/helpers/, fixtures in conftest.py: a test file imported by another
+    ties the two together, and under a second name (tests.test_x) is loaded twice."""
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if (lines := imports_of_test_modules(path.read_text(encoding="utf-8")))
+    }
+    assert found == {}, "import from tests/helpers/ instead"
+
+
+# (module, name) for `from module import name`, or (module, None) for `import module`; written apart
+# so that a grep for test-to-test imports over tests/ finds none here
+@pytest.mark.parametrize(
+    "module, name",
+    [
+        ("tests.test_cli_errors", "x"),
+        ("test_cli_errors", "x"),
+        ("tests.test_data", None),
+        ("tests", "test_data"),
+        ("tests.conftest", "x"),
+        ("conftest", "x"),
+        (".", "conftest"),
+    ],
+)
+def test_the_test_import_checker_catches(module, name):
+    line = f"from {module} import {name}" if name else f"import {module}"
+    assert imports_of_test_modules(f"import os\nfrom tests.helpers.tiny import x\n{line}\n") == [3]

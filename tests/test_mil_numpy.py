@@ -11,7 +11,7 @@ import pytest
 from bridges import mil_numpy
 from bridges.mil_numpy import OPS, load_program, op_types, run_program, unsupported_ops
 from mlx_edge.errors import UnsupportedOpError
-from tests.test_export_helpers import exported
+from tests.helpers.exports import exported
 
 
 def test_erf_is_accurate():

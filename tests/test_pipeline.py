@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from mlx_edge.cli import main
-from tests.test_cli_errors import assert_one_line_error
+from tests.helpers.cli import assert_one_line_error
 
 MICRO_STUDENT = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 48}
 

@@ -21,8 +21,8 @@ from mlx_edge.cli import main
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.targets import TargetsCache
 from mlx_edge.teacher.label import label_targets
-from tests.conftest import write_jsonl
-from tests.test_cli_errors import assert_one_line_error
+from tests.helpers.cli import assert_one_line_error
+from tests.helpers.tiny import write_jsonl
 
 
 def test_train_beats_the_majority_class_and_writes_an_hf_directory(trained_teacher):

@@ -1,4 +1,4 @@
-"""Shared, cached students and bundles for the export/check tests (one export per variant per run).
+"""Cached students and bundles for the export/check tests (one export per option set per run).
 
 A random tiny student stands in for a distilled one until `mlx-edge distill` lands in these tests:
 an HF BERT directory as `save_model` writes it. Its weights are drawn with a larger
@@ -17,6 +17,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+from tests.helpers.tiny import build_tiny_bert
+
 _ROOT = Path(tempfile.mkdtemp(prefix="mlx-edge-export-tests-"))
 atexit.register(shutil.rmtree, _ROOT, True)
 
@@ -26,8 +28,6 @@ N_TEXTS = "12"
 
 @cache
 def tiny_student() -> Path:
-    from tests.conftest import build_tiny_bert
-
     return build_tiny_bert(_ROOT / "student", seed=3, initializer_range=0.2)
 
 
@@ -57,8 +57,3 @@ def exported(*options: str) -> Path:
 def copy_bundle(bundle: Path, dest: Path) -> Path:
     shutil.copytree(bundle, dest)
     return dest
-
-
-def test_helpers_build_one_student_once():
-    assert tiny_student() is tiny_student()
-    assert (tiny_student() / "config.json").is_file()

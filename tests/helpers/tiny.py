@@ -1,0 +1,94 @@
+"""Tiny models and data built on the spot, never downloaded: a WordPiece tokenizer trained on
+`CORPUS`, random tiny BERTs, and a separable two-class toy set."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+CORPUS = [
+    "Email the Q3 deck to Lisa before Friday",
+    "Book a dentist appointment next Tuesday",
+    "Pay the credit card bill",
+    "Review chapter three of linear algebra",
+    "Renew the passport for Tokyo",
+    "Buy groceries for the week",
+    "周五之前把季度报告发给王经理",
+    "复习线性代数第三章",
+    "续签护照，下个月去东京",
+    "明天 review 一下 PR",
+    "Café au lait with naïve résumé",
+    "run 5km in the park",
+    "交房租和水电费",
+]
+LABELS = ["finance", "health", "life", "study", "travel", "work"]
+
+
+def build_wordpiece(directory: Path, *, lowercase: bool = True, vocab_size: int = 400) -> Path:
+    """Train a small WordPiece vocab and save it as a transformers fast BERT tokenizer.
+
+    transformers 5 ignores `vocab_file=` (the tokenizer comes out with 5 tokens): pass `vocab=`.
+    """
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertTokenizerFast
+
+    directory.mkdir(parents=True, exist_ok=True)
+    trainer = BertWordPieceTokenizer(lowercase=lowercase)
+    trainer.train_from_iterator(CORPUS * 3, vocab_size=vocab_size, min_frequency=1)
+    trainer.save_model(str(directory))
+    fast = BertTokenizerFast(vocab=str(directory / "vocab.txt"), do_lower_case=lowercase)
+    assert fast.vocab_size == sum(1 for _ in open(directory / "vocab.txt", encoding="utf-8"))
+    fast.save_pretrained(directory)
+    return directory
+
+
+def tiny_bert_config(vocab_size: int, **overrides):
+    from transformers import BertConfig
+
+    params = dict(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=64,
+        hidden_act="gelu",
+        id2label=dict(enumerate(LABELS)),
+        label2id={l: i for i, l in enumerate(LABELS)},
+    )
+    params.update(overrides)
+    config = BertConfig(**params)
+    config._attn_implementation = "eager"  # attention probabilities are compared in parity tests
+    return config
+
+
+def build_tiny_bert(directory: Path, *, seed: int = 0, **overrides) -> Path:
+    """A random BertForSequenceClassification saved as an HF directory with its tokenizer."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    build_wordpiece(directory)
+    vocab = sum(1 for _ in open(directory / "vocab.txt", encoding="utf-8"))
+    torch.manual_seed(seed)
+    model = BertForSequenceClassification(tiny_bert_config(vocab, **overrides)).eval()
+    model.save_pretrained(directory)
+    return directory
+
+
+WORDS = {"finance": ["pay", "credit", "card", "bill"], "health": ["dentist", "run", "park", "appointment"]}
+
+
+def toy_rows(n: int, seed: int):
+    """A separable two-class set made of words the tiny vocab knows."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        label = ("finance", "health")[i % 2]
+        rows.append({"text": " ".join(rng.choice(WORDS[label]) for _ in range(rng.randint(2, 6))), "label": label})
+    return rows
+
+
+def write_jsonl(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
