@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh) and run every test: pytest, then the Swift package's build and tests.
 # Extra arguments go to pytest. Ends with one summary line: "total: N passed, N failed".
+# `scripts/test.sh --fast [pytest args]`: the fast tier only (pytest -m "not slow", under a minute),
+# with no setup and no Swift build or tests. CI runs the full script, with no arguments.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh || { echo "setup failed" >&2; exit 1; }
+fast=0
+[ "${1:-}" = "--fast" ] && { fast=1; shift; set -- -m "not slow" "$@"; }
+
+[ "$fast" -eq 1 ] || bash scripts/setup.sh || { echo "setup failed" >&2; exit 1; }
 
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 log=$(mktemp)
@@ -20,7 +25,7 @@ fi
 py_passed=$(grep -Eo '[0-9]+ passed' "$log" | tail -1 | grep -Eo '[0-9]+' || echo 0)
 
 swift_passed=0
-if [ -f Package.swift ]; then
+if [ "$fast" -eq 0 ] && [ -f Package.swift ]; then
   if command -v swift >/dev/null 2>&1; then
     # From the root: Package.swift is there (sources in swift/) so apps can add the package by git URL.
     # XCTest only: the package has no Swift Testing tests, whose runner would close on "0 tests".

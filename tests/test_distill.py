@@ -161,7 +161,11 @@ def test_every_loss_on_with_live_teacher_and_projection(trained_teacher, toy_dat
 
 
 # one stream; each batch split over two CPU streams; gradients accumulated over 2 batches of 8
-@pytest.mark.parametrize("cpu_shards, grad_accum", [(1, 1), (2, 1), (2, 2)])
+# (the two sharded runs are slow-tier: the fast tier keeps one resume, and shard math has its own tests)
+@pytest.mark.parametrize(
+    "cpu_shards, grad_accum",
+    [(1, 1), pytest.param(2, 1, marks=pytest.mark.slow), pytest.param(2, 2, marks=pytest.mark.slow)],
+)
 def test_interrupted_run_resumes_to_identical_weights(
     trained_teacher, toy_data, cache, micro_json, tmp_path, cpu_shards, grad_accum
 ):

@@ -12,6 +12,9 @@ import pytest
 
 from tests.helpers.exports import exported
 
+# each variant is a full export of its own (3-4 s here); the fp16/fp32 bundles are tested in the fast tier
+pytestmark = pytest.mark.slow
+
 VARIANTS = {
     "int8": ("--quantize", "int8"),
     "palettize": ("--quantize", "palettize", "--palettize-mode", "uniform", "--palettize-bits", "6"),
@@ -24,7 +27,6 @@ def _manifest(bundle):
     return json.loads((bundle / "manifest.json").read_text())
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_variant_exports_and_passes_its_checks(variant):
     m = _manifest(exported(*VARIANTS[variant]))

@@ -51,6 +51,7 @@ def write_config(tmp_path: Path, base_dir: Path, toy_data, **distill) -> Path:
     return path
 
 
+@pytest.mark.slow  # three pipeline runs, five stages each, ending in a full export
 def test_run_micro_pipeline_then_skip_finished_stages(base_dir, toy_data, tmp_path):
     config = write_config(tmp_path, base_dir, toy_data)
     first = CliRunner().invoke(main, ["run", str(config), "--quiet"])
@@ -107,6 +108,7 @@ def test_example_config_parses():
     assert config.distill["student"] == "half" and config.export["precision"] == "fp16"
 
 
+@pytest.mark.slow  # every stage on the real MiniLM teacher
 @pytest.mark.pretrained
 def test_demo_end_to_end_on_a_sample(tmp_path, minilm_dir):
     result = CliRunner().invoke(

