@@ -5,7 +5,7 @@ Regenerate (one command, from the repository root):
 
     .venv/bin/python scripts/make_bundle_manifest_fixture.py
 
-It builds a tiny random student (the one tests/test_export_helpers.py uses: tests/conftest.py's
+It builds a tiny random student (the one tests/helpers/exports.py uses: tests/helpers/tiny.py's
 build_tiny_bert, seed 3), exports it with the real exporter (`mlx_edge.export.export_bundle`,
 fixed sequence length 32, fp32, 4 parity texts: a few seconds), and writes, under
 swift/Tests/MLXEdgeKitTests/Fixtures/bundle/:
@@ -47,7 +47,7 @@ if str(ROOT) not in sys.path:
 def export_tiny_bundle(workdir: Path) -> Path:
     """Export the tiny random student into `workdir`/bundle with the current exporter; returns the bundle."""
     from mlx_edge.export import export_bundle
-    from tests.conftest import build_tiny_bert
+    from tests.helpers.tiny import build_tiny_bert
 
     workdir = Path(workdir)
     student = build_tiny_bert(workdir / "student", seed=3, initializer_range=0.2)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh) and run every test: pytest, then the Swift package's build and tests.
+# Set up (scripts/setup.sh) and run every test: ruff (format + lint), pytest, then the Swift package's build and tests.
 # Extra arguments go to pytest. Ends with one summary line: "total: N passed, N failed".
 # `scripts/test.sh --fast [pytest args]`: the fast tier only (pytest -m "not slow", under a minute),
 # with no setup and no Swift build or tests. CI runs the full script, with no arguments.
@@ -10,6 +10,10 @@ fast=0
 [ "${1:-}" = "--fast" ] && { fast=1; shift; set -- -m "not slow" "$@"; }
 
 [ "$fast" -eq 1 ] || bash scripts/setup.sh || { echo "setup failed" >&2; exit 1; }
+
+# Style first: one formatter and one small lint rule set (pyproject.toml [tool.ruff]) on the whole tree.
+.venv/bin/ruff format --check --quiet . || { echo "ruff format: run .venv/bin/ruff format ." >&2; exit 1; }
+.venv/bin/ruff check --quiet . || { echo "ruff check: fix the findings above" >&2; exit 1; }
 
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 log=$(mktemp)

@@ -4,7 +4,7 @@ swift/Tests/MLXEdgeKitTests/Fixtures/bundle/manifest.json is a real export of a 
 Swift tests (BundleManifestTests) decode and validate it. If the exporter's manifest changes shape
 (a key added, renamed or removed), the fixture is stale and these tests fail: regenerate it with
 `.venv/bin/python scripts/make_bundle_manifest_fixture.py` and run the Swift tests
-(`cd swift && swift test`), which judge whether MLXEdgeKit still reads the new contract.
+(`swift test` at the repository root), which judge whether MLXEdgeKit still reads the new contract.
 """
 
 from __future__ import annotations
