@@ -107,6 +107,10 @@ class ManifestError(MlxEdgeError):
     exit_code = 17
 
 
+class UnknownTokensWarning(UserWarning):
+    """Many training tokens are unknown to the tokenizer: the model cannot read that text (the CLI prints one line)."""
+
+
 # Verdicts that are not exceptions: the command ran, and what it examined did not pass.
 CHECK_FAILED = 11
 BENCH_DISAGREEMENT = 14

@@ -99,3 +99,22 @@ def test_predict_matches_transformers(tiny_bert_dir):
         ours = np.array([row["probabilities"][model.config.id2label[i]] for i in range(len(probs))])
         np.testing.assert_allclose(ours, probs, atol=1e-5)
         assert row["label"] == model.config.id2label[int(probs.argmax())]
+
+
+def test_data_reports_the_unknown_token_share_and_warns_once(tmp_path, tiny_bert_dir):
+    from transformers import AutoTokenizer
+
+    korean = ["회의 자료 준비하기", "병원 예약 확인", "다음 주 시험 공부"]
+    english = ["Pay the credit card bill", "Book a dentist appointment next Tuesday", "Buy groceries for the week"]
+    reference = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    for texts, warned in ((korean, True), (english, False)):
+        path = tmp_path / f"{warned}.tsv"
+        path.write_text("".join(f"{t}\t{'a' if i % 2 else 'b'}\n" for i, t in enumerate(texts * 4)))
+        tokens = [tok for t in texts * 4 for tok in reference.tokenize(t)]
+        expected = sum(tok == reference.unk_token for tok in tokens) / len(tokens)
+        result = CliRunner().invoke(main, ["data", str(path), "--dev", str(path), "--tokenizer", str(tiny_bert_dir)])
+        assert result.exit_code == 0, result.output
+        assert f"unknown tokens: {expected:.1%}" in result.output
+        warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+        assert (warnings == [w for w in warnings if f"{expected:.0%} of the tokens" in w]) and (len(warnings) == warned)
+    assert expected == 0.0  # the English rows: every word is in the tiny vocabulary

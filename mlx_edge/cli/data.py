@@ -59,11 +59,19 @@ def data(train, dev, dev_fraction, tokenizer_dir, seed, text_column, label_colum
     if tokenizer_dir is not None:
         import numpy as np  # lazy: --help stays instant
 
-        from mlx_edge.models.tokenizer import load_tokenizer  # lazy: --help stays instant
+        from mlx_edge.models.tokenizer import (  # lazy: --help stays instant
+            load_tokenizer,
+            unknown_share,
+            warn_unknown,
+        )
 
         tokenizer = load_tokenizer(tokenizer_dir)
-        lengths = np.array([len(x) for x in tokenizer.encode_batch(train_data.texts, max_length=100_000)])
+        ids = tokenizer.encode_batch(train_data.texts, max_length=100_000)
+        lengths = np.array([len(x) for x in ids])
         summary["tokens"] = {f"p{q}": int(np.percentile(lengths, q)) for q in (50, 90, 99, 100)}
+        share = unknown_share(ids, tokenizer.unk_id, tokenizer.special_ids)
+        summary["tokens"]["unknown_share"] = share
+        warn_unknown(share, f"{train}")
     if as_json:
         click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
         return
@@ -78,3 +86,4 @@ def data(train, dev, dev_fraction, tokenizer_dir, seed, text_column, label_colum
             f"tokens per example: median {t['p50']}, p90 {t['p90']}, p99 {t['p99']}, max {t['p100']}"
             f"  → --max-length {max(16, -(-t['p99'] // 8) * 8)} covers 99%"
         )
+        click.echo(f"unknown tokens: {t['unknown_share']:.1%} of the training text's tokens")

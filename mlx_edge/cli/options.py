@@ -5,9 +5,11 @@ Only click is imported here, so `mlx-edge --help` stays instant.
 
 from __future__ import annotations
 
+import warnings
+
 import click
 
-from mlx_edge.errors import INTERRUPTED, MlxEdgeError
+from mlx_edge.errors import INTERRUPTED, MlxEdgeError, UnknownTokensWarning
 
 
 class UserError(click.ClickException):
@@ -18,8 +20,20 @@ class UserError(click.ClickException):
         self.exit_code = error.exit_code
 
 
+_library_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """Our own warnings as one line on stderr; everyone else's as Python prints them."""
+    if issubclass(category, UnknownTokensWarning):
+        click.echo(f"warning: {message}", err=True)
+    else:
+        _library_showwarning(message, category, filename, lineno, file, line)
+
+
 class Group(click.Group):
     def invoke(self, ctx):
+        warnings.showwarning = _show_warning
         try:
             return super().invoke(ctx)
         except MlxEdgeError as error:

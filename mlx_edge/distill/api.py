@@ -27,7 +27,7 @@ from mlx_edge.fileio import fingerprint
 from mlx_edge.manifest import file_fingerprint, read_manifest, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1
 from mlx_edge.models.checkpoint import load_model, save_model
-from mlx_edge.models.tokenizer import load_tokenizer
+from mlx_edge.models.tokenizer import load_tokenizer, unknown_share, warn_unknown
 from mlx_edge.runtime.cpu_streams import resolve_shards, sharded_forward
 from mlx_edge.runtime.devices import mlx_device
 from mlx_edge.settings import DISTILL
@@ -122,6 +122,9 @@ def distill(
 
     train_ids, dev_ids = encode(train_data.texts), encode(dev_data.texts)
     train_y, dev_y = label_map.encode(train_data.labels), label_map.encode(dev_data.labels)
+    warn_unknown(
+        unknown_share(train_ids, tokenizer.unk_id, tokenizer.special_ids), f"{train} (the teacher's tokenizer)"
+    )
 
     config, source = student_config(student, teacher_model.config)
     mapping = parse_layer_map(layer_map, config.num_hidden_layers, teacher_model.config.num_hidden_layers)

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.distributed as dist
 import torch.distributed as tdist
 from torch.nn.parallel import DistributedDataParallel
 
@@ -28,6 +27,7 @@ from mlx_edge.errors import MlxEdgeError
 from mlx_edge.manifest import file_fingerprint, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1, majority_accuracy
 from mlx_edge.models.checkpoint import ensure_vocab_txt
+from mlx_edge.models.tokenizer import unknown_share, warn_unknown
 from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.devices import torch_placement
 from mlx_edge.settings import TEACHER
@@ -65,9 +65,9 @@ def _init_distributed(device_kind: str) -> _Dist:
     if world <= 1:
         return _Dist()
 
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device_kind == "cuda" else "gloo")
-    return _Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+    if not tdist.is_initialized():
+        tdist.init_process_group(backend="nccl" if device_kind == "cuda" else "gloo")
+    return _Dist(tdist.get_rank(), tdist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def train_teacher(
@@ -94,7 +94,7 @@ def train_teacher(
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
 ) -> TeacherTrainResult:
-    """Fine-tune `model` (hub id or directory) on labeled data; write the best epoch to `out`."""
+    """Fine-tune `model` (hub id, directory or built-in name) on labeled data; write the best epoch to `out`."""
 
     out = Path(out)
     placement = torch_placement(device)
@@ -110,7 +110,9 @@ def train_teacher(
     )
     torch.manual_seed(seed)
     transformers_progress(progress and dist.main)
-    net, tokenizer = load_for_training(model, label_map.labels, trust_remote_code=trust_remote_code)
+    net, tokenizer = load_for_training(
+        model, label_map.labels, trust_remote_code=trust_remote_code, progress=progress and dist.main
+    )
     max_length = min(max_length, getattr(net.config, "max_position_embeddings", max_length))
     net.to(torch_device)
 
@@ -121,6 +123,9 @@ def train_teacher(
     train_ids, dev_ids = encode(train_data.texts), encode(dev_data.texts)
     train_y, dev_y = label_map.encode(train_data.labels), label_map.encode(dev_data.labels)
     pad_id = tokenizer.pad_token_id or 0
+    if dist.main:
+        specials = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
+        warn_unknown(unknown_share(train_ids, tokenizer.unk_token_id, specials), f"{train} ({model}'s tokenizer)")
 
     model_for_step = net
     if dist.world > 1:
