@@ -365,6 +365,7 @@ def _build(
 def _tokenizer_entry(tokenizer, files: list[str], seq) -> dict:
     s = tokenizer.settings
     return {
+        "type": s.kind,
         "files": files,
         "vocab_file": "vocab.txt" if "vocab.txt" in files else None,
         "vocab_size": tokenizer.vocab_size,

@@ -1,7 +1,9 @@
-"""The model's own WordPiece tokenizer through the `tokenizers` library (Rust; no PyTorch import).
+"""The model's own tokenizer through the `tokenizers` library (Rust; no PyTorch import).
 
-Reads `tokenizer.json` when the directory has one (what transformers' fast tokenizer uses), else
-builds the same BERT tokenizer from `vocab.txt` and `tokenizer_config.json`.
+Two kinds, both of which the Swift package reproduces: BERT's WordPiece (BertNormalizer) and
+SentencePiece Unigram (the XLM-R pipeline: precompiled charsmap, Metaspace, Unigram), as
+multilingual-e5 uses. Reads `tokenizer.json` when the directory has one (what transformers' fast
+tokenizer uses), else builds the BERT tokenizer from `vocab.txt` and `tokenizer_config.json`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ UNKNOWN_WARN_SHARE = 0.03
 
 @dataclass(frozen=True)
 class TokenizerSettings:
-    """What the Swift tokenizer needs to tokenize exactly as this one does."""
+    """What the Swift tokenizer needs to tokenize exactly as this one does (the WordPiece flags are
+    False/None for a Unigram tokenizer, whose normalization lives in its tokenizer.json)."""
 
     do_lower_case: bool
     strip_accents: bool | None
@@ -33,6 +36,7 @@ class TokenizerSettings:
     sep_token: str = "[SEP]"
     pad_token: str = "[PAD]"
     unk_token: str = "[UNK]"
+    kind: str = "wordpiece"  # or "unigram"
 
 
 class TextTokenizer:
@@ -53,7 +57,10 @@ class TextTokenizer:
     def token_id(self, token: str) -> int:
         token_id = self._tk.token_to_id(token)
         if token_id is None:
-            raise ModelError(f"tokenizer in {self.source} has no {token} token", "use a BERT WordPiece tokenizer")
+            raise ModelError(
+                f"tokenizer in {self.source} has no {token} token",
+                "its special tokens are missing: re-save the model's tokenizer with transformers",
+            )
         return token_id
 
     @property
@@ -159,11 +166,15 @@ def _settings_from_config(config: dict) -> TokenizerSettings:
 
 
 def _settings_from_normalizer(tokenizer_json: dict, config: dict) -> TokenizerSettings:
+    model = tokenizer_json.get("model") or {}
+    if model.get("type") == "Unigram":
+        return _unigram_settings(tokenizer_json, config)
     normalizer = tokenizer_json.get("normalizer") or {}
-    if normalizer.get("type") != "BertNormalizer":
+    if model.get("type") != "WordPiece" or normalizer.get("type") != "BertNormalizer":
         raise ModelError(
-            f"tokenizer normalizer {normalizer.get('type')!r} is not BERT's WordPiece normalizer",
-            "mlx-edge (and its Swift tokenizer) support BERT WordPiece tokenizers",
+            f"tokenizer model {model.get('type')!r} with normalizer {normalizer.get('type')!r} is neither BERT's "
+            "WordPiece nor a SentencePiece Unigram",
+            "mlx-edge (and its Swift tokenizer) support those two kinds",
         )
     return TokenizerSettings(
         do_lower_case=bool(normalizer.get("lowercase", True)),
@@ -171,4 +182,38 @@ def _settings_from_normalizer(tokenizer_json: dict, config: dict) -> TokenizerSe
         tokenize_chinese_chars=bool(normalizer.get("handle_chinese_chars", True)),
         clean_text=bool(normalizer.get("clean_text", True)),
         **_special_tokens(config),
+    )
+
+
+UNIGRAM_SPECIALS = {"cls_token": "<s>", "sep_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
+
+
+def _unigram_settings(tokenizer_json: dict, config: dict) -> TokenizerSettings:
+    """XLM-R style: <s> text </s>; the configured special tokens win, then bos/eos, then XLM-R's names."""
+    model = tokenizer_json["model"]
+    vocab = model.get("vocab")
+    if not isinstance(vocab, list) or not vocab or not all(isinstance(v, list) and len(v) == 2 for v in vocab):
+        raise ModelError(
+            "tokenizer.json's Unigram vocab is not a list of [piece, score] pairs", "re-save the tokenizer"
+        )
+    specials = dict(UNIGRAM_SPECIALS)
+    for key, fallback in (("cls_token", "bos_token"), ("sep_token", "eos_token")):
+        value = config.get(fallback)
+        value = value.get("content") if isinstance(value, dict) else value
+        if isinstance(value, str):
+            specials[key] = value
+    specials.update(_special_tokens(config))
+    unk_id = model.get("unk_id")
+    if unk_id is None or not 0 <= unk_id < len(vocab) or vocab[unk_id][0] != specials["unk_token"]:
+        raise ModelError(
+            f"tokenizer.json's Unigram model has no {specials['unk_token']} piece as its unk_id",
+            "unknown text would have no id: keep <unk> in the vocabulary (and unk_id pointing at it)",
+        )
+    return TokenizerSettings(
+        do_lower_case=False,
+        strip_accents=None,
+        tokenize_chinese_chars=False,
+        clean_text=False,
+        kind="unigram",
+        **specials,
     )

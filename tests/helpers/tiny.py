@@ -76,6 +76,46 @@ def build_tiny_bert(directory: Path, *, seed: int = 0, **overrides) -> Path:
     return directory
 
 
+def build_unigram(directory: Path, *, vocab_size: int = 300) -> Path:
+    """A small SentencePiece Unigram tokenizer with XLM-R's layout (<s> 0, <pad> 1, </s> 2, <unk> 3;
+    NFKC, Metaspace, `<s> $A </s>`), trained on `CORPUS` and saved as a transformers fast tokenizer."""
+    from tokenizers import SentencePieceUnigramTokenizer, processors
+    from transformers import PreTrainedTokenizerFast
+
+    directory.mkdir(parents=True, exist_ok=True)
+    trainer = SentencePieceUnigramTokenizer()
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    trainer.train_from_iterator(CORPUS * 3, vocab_size=vocab_size, special_tokens=specials, unk_token="<unk>")
+    backend = trainer._tokenizer
+    backend.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token="<s>",
+        eos_token="</s>",
+        cls_token="<s>",
+        sep_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+    )
+    fast.save_pretrained(directory)
+    return directory
+
+
+def build_tiny_unigram_bert(directory: Path, *, seed: int = 0, **overrides) -> Path:
+    """A random tiny BertForSequenceClassification whose tokenizer is `build_unigram`'s (pad id 1, as XLM-R)."""
+    import torch
+    from transformers import BertForSequenceClassification
+
+    build_unigram(directory)
+    vocab = json.loads((directory / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    torch.manual_seed(seed)
+    model = BertForSequenceClassification(tiny_bert_config(len(vocab), pad_token_id=1, **overrides)).eval()
+    model.save_pretrained(directory)
+    return directory
+
+
 WORDS = {"finance": ["pay", "credit", "card", "bill"], "health": ["dentist", "run", "park", "appointment"]}
 
 
