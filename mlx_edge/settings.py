@@ -94,6 +94,7 @@ class DistillSettings(StageSettings):
 
     student: str = "tiny"
     init: str = "random"
+    vocab: str = "auto"  # auto: seen+chars for a new student, the student's own when continuing one
     layer_map: str | None = None
     max_length: int | None = None  # None: the targets cache's, else the teacher's
     epochs: int = 5

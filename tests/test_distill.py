@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import mlx.core as mx
@@ -364,3 +365,73 @@ def test_cli_distill_then_predict(trained_teacher, toy_data, cache, micro_json, 
         ],
     )
     assert_one_line_error(bad, "unknown student 'huge'", "tiny")
+
+
+def test_a_new_student_has_a_pruned_vocabulary_that_transformers_reads(
+    trained_teacher, toy_data, cache, micro_json, tmp_path
+):
+    from transformers import AutoTokenizer
+
+    from mlx_edge.data import read_labeled
+
+    common = dict(teacher=trained_teacher, train=toy_data[0], dev=toy_data[1], loop=quick_loop(), progress=False)
+    pruned = distill(**common, targets=cache, student=str(micro_json), out=tmp_path / "p")
+    full = distill(**common, targets=cache, student=str(micro_json), out=tmp_path / "f", vocab="all")
+    teacher_vocab = load_tokenizer(trained_teacher).vocab_size
+    pruned_config = json.loads((tmp_path / "p" / "config.json").read_text())
+    assert load_tokenizer(tmp_path / "f").vocab_size == teacher_vocab
+    assert pruned_config["vocab_size"] == load_tokenizer(tmp_path / "p").vocab_size < teacher_vocab
+    assert pruned.student_parameters < full.student_parameters
+    manifest = json.loads((tmp_path / "p" / "mlx_edge_manifest.json").read_text())
+    assert manifest["vocab"] == {"mode": "seen+chars", "kept": pruned_config["vocab_size"], "full": teacher_vocab}
+    # the pruned tokenizer, as transformers loads it, gives the student's ids for the training texts
+    texts = read_labeled(toy_data[0]).texts[:20]
+    hf_ids = AutoTokenizer.from_pretrained(tmp_path / "p")(texts, truncation=True, max_length=32)["input_ids"]
+    assert hf_ids == load_tokenizer(tmp_path / "p").encode_batch(texts, max_length=32)
+    hf = HFBert.from_pretrained(tmp_path / "p").eval()
+    ours = load_model(tmp_path / "p")
+    with torch.no_grad():
+        ref = hf(input_ids=torch.tensor([hf_ids[0]])).logits.numpy()
+    np.testing.assert_allclose(np.array(ours(mx.array([hf_ids[0]])).logits), ref, atol=1e-4)
+
+
+def test_pruned_student_with_a_live_teacher_and_init_from_teacher_then_continued(trained_teacher, toy_data, tmp_path):
+    weights = {"kd": Schedule(1.0), "ce": Schedule(0.1), "hidden": Schedule(1.0), "attention": Schedule(1.0)}
+    first = distill(
+        teacher=trained_teacher,
+        train=toy_data[0],
+        student="half",
+        init="teacher",
+        out=tmp_path / "s",
+        loop=quick_loop(epochs=1, weights=weights),
+        progress=False,
+    )
+    student = load_model(tmp_path / "s")
+    teacher = load_model(trained_teacher)
+    keep = np.array([load_tokenizer(trained_teacher).token_id(p) for p in _pieces(tmp_path / "s")])
+    assert student.config.vocab_size == len(keep) < teacher.config.vocab_size
+    config, _ = student_config("half", teacher.config)
+    fresh = init_student(
+        replace(config, vocab_size=len(keep)), mode="teacher", teacher=teacher, keep=np.array(sorted(keep))
+    )
+    np.testing.assert_array_equal(  # --init teacher: the kept rows of the teacher's table, in order
+        np.array(fresh.bert.embeddings.word_embeddings.weight),
+        np.array(teacher.bert.embeddings.word_embeddings.weight)[np.sort(keep)],
+    )
+    assert first.steps > 0 and np.isfinite(first.student_dev_accuracy)
+    # continuing the pruned student keeps its vocabulary (matched to the teacher's by piece)
+    again = distill(
+        teacher=trained_teacher,
+        train=toy_data[0],
+        student=str(tmp_path / "s"),
+        out=tmp_path / "s2",
+        loop=quick_loop(epochs=1, weights=weights),
+        progress=False,
+    )
+    assert again.student_parameters == first.student_parameters
+    assert _pieces(tmp_path / "s2") == _pieces(tmp_path / "s")
+
+
+def _pieces(directory: Path) -> list[str]:
+    vocab = json.loads((directory / "tokenizer.json").read_text())["model"]["vocab"]
+    return [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]

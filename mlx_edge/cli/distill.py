@@ -48,6 +48,15 @@ from mlx_edge.settings import DISTILL, DistillSettings
     show_default=True,
     help="random, or teacher: copy embeddings and a subset of teacher layers (widths must match).",
 )
+@click.option(
+    "--vocab",
+    type=click.Choice(["auto", "seen", "seen+chars", "seen+script", "all"]),
+    default=DISTILL.vocab,
+    show_default=True,
+    help="The student's vocabulary: the pieces the training data uses (seen), plus every single-character "
+    "piece (seen+chars; what auto means for a new student) or those of the scripts the data uses "
+    "(seen+script), or the teacher's whole vocabulary (all).",
+)
 @click.option("--init-layers", callback=layer_list, default="", help="Teacher layers to copy (0-based), e.g. 1,3,5.")
 @click.option(
     "--layer-map",
@@ -181,6 +190,7 @@ def distill(
     targets_dir,
     student,
     init,
+    vocab,
     init_layers,
     layer_map,
     out,
@@ -234,6 +244,7 @@ def distill(
     settings = DistillSettings(
         student=student,
         init=init,
+        vocab=vocab,
         layer_map=layer_map,
         max_length=max_length,
         epochs=epochs,
@@ -276,6 +287,7 @@ def distill(
         targets=targets_dir,
         student=student,
         init=init,
+        vocab=vocab,
         init_layers=init_layers or None,
         layer_map=layer_map,
         max_length=max_length,

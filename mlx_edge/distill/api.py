@@ -11,7 +11,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import mlx.core as mx
@@ -27,12 +27,16 @@ from mlx_edge.fileio import fingerprint
 from mlx_edge.manifest import file_fingerprint, read_manifest, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1
 from mlx_edge.models.checkpoint import load_model, save_model
+from mlx_edge.models.prune import VocabPlan, plan_matching, plan_vocab, write_pruned_tokenizer
 from mlx_edge.models.tokenizer import load_tokenizer, unknown_share, warn_unknown
 from mlx_edge.runtime.cpu_streams import resolve_shards, sharded_forward
 from mlx_edge.runtime.devices import mlx_device
 from mlx_edge.settings import DISTILL
 from mlx_edge.targets import TargetsCache, text_hash
 from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, head_labels, tokenizer_hash
+
+# The vocabulary a new student keeps by default (see README "Vocabulary pruning" for the trade-off).
+PRUNE_DEFAULT = "seen+chars"
 
 
 @dataclass
@@ -66,6 +70,7 @@ def distill(
     targets: Path | None = None,
     student: str = DISTILL.student,
     init: str = DISTILL.init,
+    vocab: str = DISTILL.vocab,
     init_layers: list[int] | None = None,
     layer_map: str | None = DISTILL.layer_map,
     max_length: int | None = DISTILL.max_length,
@@ -80,7 +85,11 @@ def distill(
     on_step: Callable | None = None,
     on_epoch: Callable | None = None,
 ) -> DistillReport:
-    """Distill `teacher` into a `student` (preset, config JSON or directory) and write it to `out`."""
+    """Distill `teacher` into a `student` (preset, config JSON or directory) and write it to `out`.
+
+    `vocab`: the student's vocabulary (models/prune.py): auto (seen+chars for a new student, its
+    own for a continued one), seen, seen+chars, seen+script, or all (the teacher's, unpruned).
+    """
 
     loop = loop or LoopConfig()
     teacher, out = Path(teacher), Path(out)
@@ -127,6 +136,9 @@ def distill(
     )
 
     config, source = student_config(student, teacher_model.config)
+    plan = _vocab_plan(vocab, teacher, source, train_data.texts)
+    if plan is not None:
+        config = replace(config, vocab_size=len(plan.keep), pad_token_id=int(plan.remap[config.pad_token_id]))
     mapping = parse_layer_map(layer_map, config.num_hidden_layers, teacher_model.config.num_hidden_layers)
     terms_on = {k for k, w in loop.weights.items() if w.ever_on}
     provider = (
@@ -136,8 +148,20 @@ def distill(
     )
 
     work = out.with_name(f".{out.name}.work")
-    setup = fingerprint(teacher, train, dev, targets, student, init, init_layers, mapping, max_length, loop, config)
+    setup = fingerprint(
+        teacher, train, dev, targets, student, init, init_layers, mapping, max_length, loop, config, vocab
+    )
     resumed = _prepare_work(work, setup, restart)
+    student_tokenizer = teacher
+    if plan is not None:  # the student reads its own, pruned, tokenizer; the teacher keeps its own
+        student_tokenizer = work / "tokenizer"
+        write_pruned_tokenizer(teacher, student_tokenizer, plan)
+        train_ids, dev_student_ids = _student_ids(
+            student_tokenizer, train_ids, train_data.texts, dev_data.texts, plan, max_length, terms_on
+        )
+        provider = _to_teacher_ids(provider, plan) if cache is None else provider
+    else:
+        dev_student_ids = dev_ids
     mx.random.seed(loop.seed)  # the projections (and MLX's default layer init) draw from the global key
     model = init_student(
         config,
@@ -146,13 +170,16 @@ def distill(
         teacher=teacher_model,
         teacher_layers=init_layers,
         source=source,
+        keep=None if plan is None else plan.keep,
     )
     trainable = Trainable(model, teacher_model.config.hidden_size, "hidden" in terms_on, "embedding" in terms_on)
 
     teacher_pred, _ = _predict(teacher_model, dev_ids, tokenizer.pad_id)
 
+    student_pad = tokenizer.pad_id if plan is None else int(plan.remap[tokenizer.pad_id])
+
     def evaluate() -> dict:
-        pred, _ = _predict(model, dev_ids, tokenizer.pad_id)
+        pred, _ = _predict(model, dev_student_ids, student_pad)
         return {
             "dev_accuracy": accuracy(pred, dev_y),
             "dev_macro_f1": macro_f1(pred, dev_y, len(labels)),
@@ -160,7 +187,7 @@ def distill(
         }
 
     def save_best() -> None:
-        save_model(model, work / "best", tokenizer_from=teacher)
+        save_model(model, work / "best", tokenizer_from=student_tokenizer)
 
     result = run_loop(
         trainable=trainable,
@@ -169,7 +196,7 @@ def distill(
         terms_on=terms_on,
         train_ids=train_ids,
         train_labels=train_y,
-        pad_id=tokenizer.pad_id,
+        pad_id=student_pad,
         max_width=max_length,
         targets=provider,
         evaluate=evaluate,
@@ -181,7 +208,7 @@ def distill(
     )
 
     best = load_model(work / "best", require_head=True)
-    best_pred, student_seconds = _predict(best, dev_ids, tokenizer.pad_id, repeats=3)
+    best_pred, student_seconds = _predict(best, dev_student_ids, student_pad, repeats=3)
     _, teacher_seconds = _predict(teacher_model, dev_ids, tokenizer.pad_id, repeats=3)
 
     def count(m) -> int:
@@ -222,9 +249,52 @@ def distill(
         init=init,
         max_length=max_length,
         student=student,
+        vocab=None if plan is None else plan.to_dict(),
     )
     mx.clear_cache()
     return report
+
+
+def _vocab_plan(vocab: str, teacher: Path, source: Path | None, texts: list[str]) -> VocabPlan | None:
+    """None: the student reads the teacher's whole vocabulary."""
+    if vocab == "all":
+        return None
+    if source is not None:  # continuing a student: its own vocabulary (pruned or not)
+        if vocab not in ("auto", "student"):
+            raise DistillError(
+                f"--vocab {vocab} with a student to continue", "it keeps its own vocabulary: omit --vocab"
+            )
+        plan = plan_matching(teacher, source)
+        return None if len(plan.keep) == plan.full_size else plan
+    return plan_vocab(teacher, texts, PRUNE_DEFAULT if vocab == "auto" else vocab)
+
+
+def _student_ids(tokenizer_dir, teacher_train_ids, train_texts, dev_texts, plan, max_length, terms_on):
+    """The student's token ids: the training corpus renumbered (its segmentation is the teacher's), dev
+    re-tokenized with the pruned tokenizer (unseen text may split differently, as it will in the app)."""
+    tokenizer = load_tokenizer(tokenizer_dir)
+    remap = plan.remap
+    train = [remap[x] for x in teacher_train_ids]
+    if any((x < 0).any() for x in train):  # only a continued student can lack training pieces
+        if terms_on & {"hidden", "attention", "embedding"}:
+            raise DistillError(
+                "the student's vocabulary lacks pieces of this training data, so its tokens cannot line up "
+                "with the teacher's hidden states",
+                "distill a new student, or use only the kd/ce losses",
+            )
+        train = [np.asarray(x, np.int32) for x in tokenizer.encode_batch(train_texts, max_length=max_length)]
+    dev = [np.asarray(x, np.int32) for x in tokenizer.encode_batch(dev_texts, max_length=max_length)]
+    return [np.asarray(x, np.int32) for x in train], dev
+
+
+def _to_teacher_ids(provider, plan: VocabPlan):
+    """A live teacher reads its own ids: the student's batch mapped back through the kept rows."""
+    keep = plan.keep.astype(np.int32)
+
+    def provide(rows, input_ids, mask):
+        return provider(rows, keep[input_ids], mask)
+
+    return provide
 
 
 def _cache_targets(cache, texts, mapping, terms_on, targets_dir):
@@ -351,6 +421,7 @@ def _finish(work: Path, out: Path, report: DistillReport, setup: str, **inputs) 
         max_length=inputs["max_length"],
         student=inputs["student"],
         init=inputs["init"],
+        vocab=inputs["vocab"],
         layer_map={str(k): v for k, v in inputs["mapping"].items()},
         data={
             "train": file_fingerprint(inputs["train"]),

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import mlx.core as mx
+import numpy as np
 from mlx.utils import tree_flatten
 
 from mlx_edge.errors import DistillError
@@ -48,8 +49,8 @@ def student_config(spec: str, teacher: BertConfig) -> tuple[BertConfig, Path | N
         return BertConfig(**{**PRESETS[spec], **shared}), None
     path = Path(spec)
     if path.is_dir():
-        config = load_config(path)
-        if config.vocab_size != teacher.vocab_size or config.labels != teacher.labels:
+        config = load_config(path)  # its vocabulary may be a pruned subset of the teacher's (checked by piece)
+        if config.vocab_size > teacher.vocab_size or config.labels != teacher.labels:
             raise DistillError(
                 f"student {path} does not fit this teacher (vocab {config.vocab_size} vs "
                 f"{teacher.vocab_size}, labels {config.labels} vs {teacher.labels})",
@@ -104,8 +105,12 @@ def init_student(
     teacher: BertForSequenceClassification | None = None,
     teacher_layers: list[int] | None = None,
     source: Path | None = None,
+    keep: np.ndarray | None = None,
 ) -> BertForSequenceClassification:
-    """A student initialized randomly, from a subset of teacher layers (DistilBERT), or from a directory."""
+    """A student initialized randomly, from a subset of teacher layers (DistilBERT), or from a directory.
+
+    `keep`: the teacher's vocabulary rows a pruned student has (its word embeddings come from those rows).
+    """
     if mode not in INIT_MODES:
         raise DistillError(f"unknown init {mode!r}", f"use one of {', '.join(INIT_MODES)}")
     if mode == "student":
@@ -118,13 +123,13 @@ def init_student(
     model = BertForSequenceClassification(config)
     init_weights(model, seed=seed)
     if mode == "teacher":
-        _copy_from_teacher(model, teacher, teacher_layers)
+        _copy_from_teacher(model, teacher, teacher_layers, keep)
     model.train()
     mx.eval(model.parameters())
     return model
 
 
-def _copy_from_teacher(student, teacher, teacher_layers):
+def _copy_from_teacher(student, teacher, teacher_layers, keep=None):
     if teacher is None:
         raise DistillError("--init teacher needs the teacher model")
     s, t = student.config, teacher.config
@@ -132,7 +137,7 @@ def _copy_from_teacher(student, teacher, teacher_layers):
         t.hidden_size,
         t.intermediate_size,
         t.num_attention_heads,
-        t.vocab_size,
+        t.vocab_size if keep is None else len(keep),
     ):
         raise DistillError(
             f"--init teacher copies layers, so widths must match: student {s.hidden_size}/"
@@ -152,6 +157,8 @@ def _copy_from_teacher(student, teacher, teacher_layers):
             if index in chosen:
                 rest = name.split(".", 4)[4]
                 new[f"bert.encoder.layer.{chosen.index(index)}.{rest}"] = value
+        elif name == "bert.embeddings.word_embeddings.weight" and keep is not None:
+            new[name] = value[mx.array(keep)]  # a pruned vocabulary: the kept rows, in order
         else:  # embeddings, pooler, classifier
             new[name] = value
     student.load_weights(list(new.items()), strict=True)
