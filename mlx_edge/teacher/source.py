@@ -1,4 +1,4 @@
-"""Where a teacher comes from: a local directory or a hub id, loaded safely with transformers."""
+"""Where a teacher comes from: a local directory, a hub id or a built-in name, loaded safely with transformers."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from mlx_edge.errors import ModelError
 from mlx_edge.fileio import sha256_file
 from mlx_edge.models.bert import BERT_LIKE_TYPES
+from mlx_edge.models.builtin import resolve_model
 from mlx_edge.models.checkpoint import read_config
 
 
@@ -49,13 +50,25 @@ def transformers_progress(enabled: bool) -> None:
         logging.disable_progress_bar()
 
 
-def load_for_training(model: str, labels: list[str], *, trust_remote_code: bool = False, eager_attention: bool = False):
-    """(AutoModelForSequenceClassification, fast tokenizer) for `labels`, with a new head if needed."""
+def load_for_training(
+    model: str,
+    labels: list[str],
+    *,
+    trust_remote_code: bool = False,
+    eager_attention: bool = False,
+    progress: bool = True,
+):
+    """(AutoModelForSequenceClassification, fast tokenizer) for `labels`, with a new head if needed.
+
+    `model`: a directory, a hub id, or a built-in teacher's name (converted on first use; `progress`
+    says so on stderr).
+    """
     from transformers import (  # lazy: transformers loads in ~2 s; MLX teachers never need it
         AutoModelForSequenceClassification,
         AutoTokenizer,
     )
 
+    model = resolve_model(model, progress=progress)
     kwargs = {"trust_remote_code": trust_remote_code}
     if eager_attention:
         kwargs["attn_implementation"] = "eager"  # attention probabilities are only returned by eager
