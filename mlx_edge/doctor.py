@@ -11,6 +11,7 @@ from importlib import metadata
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from mlx_edge.models.builtin import builtin_status
 from mlx_edge.runtime.blas import blas_info
 from mlx_edge.runtime.devices import mlx_gpu_kind, torch_backends_available
 
@@ -61,6 +62,7 @@ class Report:
     devices: dict[str, object] = field(default_factory=dict)
     blas: dict[str, object] = field(default_factory=dict)
     coreml_predict: dict[str, object] = field(default_factory=dict)
+    builtin_teachers: list[dict[str, object]] = field(default_factory=list)  # informational: not part of usable
 
     @property
     def usable(self) -> bool:
@@ -152,6 +154,7 @@ def run_doctor() -> Report:
         devices=probe_devices(),
         blas=probe_blas(),
         coreml_predict=probe_coreml(),
+        builtin_teachers=builtin_status(),
     )
 
 
@@ -179,5 +182,9 @@ def format_report(report: Report) -> str:
         f"coreml     predict here: {'yes' if report.coreml_predict['possible'] else 'no'}"
         f" ({report.coreml_predict['detail']})"
     )
+    for i, t in enumerate(report.builtin_teachers):  # built-in teacher names (mlx-edge teacher train --model NAME)
+        lines.append(f"{'teachers' if i == 0 else '':<11}{t['name']}: {t['state']} ({t['path']})")
+        if t["fix"]:
+            lines.append(f"           fix: {t['fix']}")
     lines.append("usable: yes" if report.usable else "usable: NO (fix the ERR lines above)")
     return "\n".join(lines)
