@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 
 from mlx_edge.errors import EnvironmentProblem
-from mlx_edge.models import builtin
+from mlx_edge.models import builtin, e5
 from mlx_edge.models.builtin import BUILTIN_TEACHERS, cache_problem, resolve_model
+from mlx_edge.models.e5 import read_e5
 
 NAME = "multilingual-e5-small"
 TEACHER = BUILTIN_TEACHERS[NAME]
@@ -222,7 +223,7 @@ def test_tokenizer_ids_equal_the_original(hf_tokenizer):
     original_path = builtin.locate(TEACHER.tokenizer, NAME)
     original = Tokenizer.from_file(str(original_path))
     vocab = json.loads(original_path.read_text(encoding="utf-8"))["model"]["vocab"]
-    e5 = builtin.read_e5(builtin.locate(TEACHER.weights, NAME))
+    e5 = read_e5(builtin.locate(TEACHER.weights, NAME))
     assert e5.pieces == [p for p, _ in vocab]
     assert np.array_equal(e5.scores, np.array([s for _, s in vocab], np.float32))
 
@@ -320,7 +321,7 @@ def test_an_interrupted_conversion_leaves_nothing_at_the_final_path(tmp_path, mo
     def interrupted(*args, **kwargs):  # Ctrl-C after the weights were written
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(builtin, "write_tokenizer", interrupted)
+    monkeypatch.setattr(e5, "write_tokenizer", interrupted)  # where convert_e5 looks it up
     with pytest.raises(KeyboardInterrupt):
         resolve_model(NAME, progress=False)
     assert list(teachers.iterdir()) == []  # neither the final directory nor any partial one
