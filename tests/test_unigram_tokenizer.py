@@ -76,3 +76,19 @@ def test_a_unigram_student_exports_and_passes_check(tmp_path):
     check = CliRunner().invoke(main, ["check", str(out), "--json"])
     assert check.exit_code == 0, check.output
     assert json.loads(check.output)["ok"] is True
+
+
+@pytest.mark.parametrize("missing", ["<s>", "<pad>"])
+def test_a_unigram_vocabulary_without_its_special_tokens_is_one_line(unigram_dir, tmp_path, missing):
+    broken = tmp_path / "nospecial"
+    broken.mkdir()
+    data = json.loads((unigram_dir / "tokenizer.json").read_text())
+    data["model"]["vocab"] = [[p if p != missing else "xx-gone", s] for p, s in data["model"]["vocab"]]
+    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] != missing]
+    data["post_processor"] = None
+    (broken / "tokenizer.json").write_text(json.dumps(data))
+    (broken / "tokenizer_config.json").write_text((unigram_dir / "tokenizer_config.json").read_text())
+    rows = tmp_path / "d.tsv"
+    rows.write_text("Pay the bill\tfinance\nRun in the park\thealth\n" * 3)
+    result = CliRunner().invoke(main, ["data", str(rows), "--dev", str(rows), "--tokenizer", str(broken)])
+    assert_one_line_error(result, missing, "special tokens are missing")
