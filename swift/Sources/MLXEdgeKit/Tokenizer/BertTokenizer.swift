@@ -47,7 +47,7 @@ public enum BertTokenizerError: Error, Equatable, Sendable, CustomStringConverti
 /// Text is processed as Unicode scalars (never `Character`s) and the vocabulary is
 /// keyed by UTF-8 bytes, so canonically-equivalent but differently-encoded strings
 /// ("à" vs "a\u{300}") stay distinct exactly as they are in Hugging Face.
-public struct BertTokenizer: Sendable {
+public struct BertTokenizer: TextTokenizer {
 
     /// Tokenizer settings, mirroring `tokenizer_config.json`.
     public struct Configuration: Sendable, Equatable, Codable {
@@ -100,16 +100,7 @@ public struct BertTokenizer: Sendable {
     }
 
     /// Model inputs for one text: `[CLS] tokens… [SEP] [PAD]…`.
-    public struct Encoding: Sendable, Equatable {
-        /// Token ids, padded with the `[PAD]` id to the requested length.
-        public var inputIds: [Int32]
-        /// 1 for real tokens (including `[CLS]`/`[SEP]`), 0 for padding.
-        public var attentionMask: [Int32]
-        /// Number of real tokens, `[CLS]` and `[SEP]` included (= sum of the mask).
-        public var tokenCount: Int
-        /// Whether word pieces were dropped to fit the length.
-        public var isTruncated: Bool
-    }
+    public typealias Encoding = TokenEncoding
 
     public let configuration: Configuration
     /// Vocabulary size (number of lines in `vocab.txt`).
