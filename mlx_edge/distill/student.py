@@ -132,24 +132,32 @@ def init_student(
 
 
 def _embeddings_from_teacher(student, teacher, keep) -> None:
-    """The teacher's word embeddings (its kept rows): as they are when the widths match, else their
-    principal components (PCA to the student's width), so a narrow student starts from what the
-    teacher knows about each piece rather than from noise. Everything else stays random."""
+    """The teacher's embeddings (word: its kept rows; positions; token types) as they are when the widths
+    match, else projected on the word rows' principal components (PCA to the student's width, one basis
+    for all three, so their sum keeps its geometry), with the embeddings LayerNorm left at identity.
+    A narrow student then starts from what the teacher knows about each piece; its layers stay random."""
     if teacher is None:
         raise DistillError("--init embeddings needs the teacher model")
-    table = np.array(teacher.bert.embeddings.word_embeddings.weight, dtype=np.float32)
-    table = table if keep is None else table[keep]
+    t_emb, s_emb = teacher.bert.embeddings, student.bert.embeddings
+    words = np.array(t_emb.word_embeddings.weight, dtype=np.float32)
+    words = words if keep is None else words[keep]
+    positions = np.array(t_emb.position_embeddings.weight, dtype=np.float32)
+    types = np.array(t_emb.token_type_embeddings.weight, dtype=np.float32)
     width = student.config.hidden_size
-    if width > table.shape[1]:
+    if width > words.shape[1]:
         raise DistillError(
-            f"--init embeddings: the student ({width}) is wider than the teacher ({table.shape[1]})",
+            f"--init embeddings: the student ({width}) is wider than the teacher ({words.shape[1]})",
             "use --init random",
         )
-    if width < table.shape[1]:
-        centered = table - table.mean(axis=0)
-        _, _, vt = np.linalg.svd(centered, full_matrices=False)  # rows of vt: principal directions
-        table = centered @ vt[:width].T
-    student.bert.embeddings.word_embeddings.weight = mx.array(table)
+    if width < words.shape[1]:
+        mean = words.mean(axis=0)
+        _, _, vt = np.linalg.svd(words - mean, full_matrices=False)  # rows of vt: principal directions
+        basis = vt[:width].T
+        words, positions, types = (words - mean) @ basis, positions @ basis, types @ basis
+    s_emb.word_embeddings.weight = mx.array(words)
+    rows = min(len(positions), s_emb.position_embeddings.weight.shape[0])
+    s_emb.position_embeddings.weight = mx.array(positions[:rows])
+    s_emb.token_type_embeddings.weight = mx.array(types[: s_emb.token_type_embeddings.weight.shape[0]])
 
 
 def _copy_from_teacher(student, teacher, teacher_layers, keep=None):
