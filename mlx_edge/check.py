@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bridges.checks import CheckResult, check_files, check_io
 from mlx_edge.bundle.layout import manifest_problems, read_manifest
+from mlx_edge.bundle.tokenizer_spec import check_tokenizer_spec
 from mlx_edge.bundle.verify import CheckReport, default_texts, load_student, verify_artifacts
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.runtime.devices import mlx_device
@@ -59,6 +60,7 @@ def check_bundle(
         return report  # the rest reads fields the schema guarantees
     report.results += check_files(bundle, manifest)
     report.results += check_io(bundle, manifest)
+    report.results += check_tokenizer_spec(bundle, manifest)
     student, mirror, result = load_student(manifest, student_dir)
     report.results.append(result)
     tokenizer = load_tokenizer(bundle)

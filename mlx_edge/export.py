@@ -38,12 +38,14 @@ from mlx_edge.bundle.layout import (
     tool_versions,
     weights_sha256,
 )
+from mlx_edge.bundle.tokenizer_spec import check_tokenizer_spec
 from mlx_edge.bundle.verify import default_texts, verify_artifacts
-from mlx_edge.errors import ExportError
+from mlx_edge.errors import ExportError, ModelError
 from mlx_edge.fileio import atomic_write_json, sha256_file
 from mlx_edge.manifest import read_manifest
 from mlx_edge.models.checkpoint import copy_tokenizer_files, load_config, load_model
 from mlx_edge.models.tokenizer import load_tokenizer
+from mlx_edge.models.unigram_spec import SPEC_FILE, write_unigram_spec
 from mlx_edge.runtime.devices import mlx_device
 from mlx_edge.settings import EXPORT
 
@@ -198,6 +200,7 @@ def _build(
     student = load_model(student_dir, require_head=True)
     config = student.config
     tokenizer = load_tokenizer(student_dir)
+    spec_file = _write_tokenizer_spec(tokenizer, student_dir, tmp)
     weights = read_student_weights(student_dir)
     mirror = load_mirror(weights, config, source=student_dir)
     labels = config.labels
@@ -296,7 +299,7 @@ def _build(
     step("onnx")
     onnx_info = export_onnx(mirror, tmp / ONNX_FILE, example_length=seq.max)
     programs["onnx"] = {"file": ONNX_FILE, "format": "onnx", **onnx_info}
-    tokenizer_files = copy_tokenizer_files(student_dir, tmp)
+    tokenizer_files = copy_tokenizer_files(student_dir, tmp) + ([spec_file] if spec_file else [])
     bar.update()
 
     manifest = {
@@ -327,13 +330,15 @@ def _build(
         },
         "compute_units": compute_units,
         "minimum_deployment_target": min_target,
-        "tokenizer": _tokenizer_entry(tokenizer, tokenizer_files, seq),
+        "tokenizer": _tokenizer_entry(tokenizer, tokenizer_files, seq, spec_file),
         "models": programs,
         "versions": versions,
     }
 
     step("verify")
-    results = verify_artifacts(tmp, manifest, student=student, mirror=mirror, tokenizer=tokenizer, texts=texts)
+    results = check_tokenizer_spec(tmp, manifest) + verify_artifacts(
+        tmp, manifest, student=student, mirror=mirror, tokenizer=tokenizer, texts=texts
+    )
     failed = [r for r in results if not r.ok]
     manifest["checks"] = {
         "texts": len(texts),
@@ -362,12 +367,28 @@ def _build(
     return manifest
 
 
-def _tokenizer_entry(tokenizer, files: list[str], seq) -> dict:
+def _write_tokenizer_spec(tokenizer, student_dir: Path, tmp: Path) -> str | None:
+    """A Unigram student's tokenizer as the spec MLXEdgeKit's UnigramTokenizer reads; None for
+    WordPiece (Swift reads vocab.txt). Written first, so that a tokenizer Swift cannot reproduce
+    stops the export before the slow conversions."""
+    if tokenizer.settings.kind != "unigram":
+        return None
+    try:
+        write_unigram_spec(student_dir, tmp / SPEC_FILE)
+    except ModelError as exc:
+        raise ExportError(
+            f"the student's Unigram tokenizer cannot be exported for MLXEdgeKit: {exc.message}", exc.hint
+        ) from exc
+    return SPEC_FILE
+
+
+def _tokenizer_entry(tokenizer, files: list[str], seq, spec_file: str | None) -> dict:
     s = tokenizer.settings
     return {
         "type": s.kind,
         "files": files,
         "vocab_file": "vocab.txt" if "vocab.txt" in files else None,
+        "spec_file": spec_file,
         "vocab_size": tokenizer.vocab_size,
         "do_lower_case": s.do_lower_case,
         "strip_accents": s.strip_accents,

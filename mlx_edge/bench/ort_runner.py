@@ -87,7 +87,7 @@ class OrtRunner:
 
 def _load_mlmodel(path: Path, compute_units: str):
     """The saved program, ready to predict on `compute_units` (tests replace this off macOS)."""
-    import coremltools as ct  # lazy: only when a CoreML backend is benchmarked (~2 s import)
+    import coremltools as ct  # lazy: only when a CoreML backend is benchmarked (~4 s import)
 
     return ct.models.MLModel(str(path), compute_units=getattr(ct.ComputeUnit, compute_units))
 
@@ -102,7 +102,7 @@ class CoreMLRunner:
     memory_kind = None
 
     def __init__(self, spec, models, work: Path):
-        import coremltools as ct  # lazy: only when a CoreML backend is benchmarked (~2 s import)
+        import coremltools as ct  # lazy: only when a CoreML backend is benchmarked (~4 s import)
 
         self.spec, self.models, self.work, self.ct = spec, models, Path(work), ct
         self._models = {}

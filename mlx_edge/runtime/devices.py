@@ -24,13 +24,13 @@ class TorchPlacement:
     needs_grad_scaler: bool
 
     def torch_device(self):
-        import torch  # lazy: torch loads in ~1 s and MLX-only paths never need it
+        import torch  # lazy: torch takes ~2 s to import and MLX-only paths never need it
 
         return torch.device(self.device)
 
 
 def torch_backends_available() -> dict[str, bool]:
-    import torch  # lazy: torch loads in ~1 s and MLX-only paths never need it
+    import torch  # lazy: torch takes ~2 s to import and MLX-only paths never need it
 
     mps = getattr(torch.backends, "mps", None)
     return {
@@ -64,7 +64,7 @@ def torch_placement(preference: str = "auto") -> TorchPlacement:
 
 def _placement_for(device: str) -> TorchPlacement:
     if device == "cuda":
-        import torch  # lazy: torch loads in ~1 s and MLX-only paths never need it
+        import torch  # lazy: torch takes ~2 s to import and MLX-only paths never need it
 
         bf16 = torch.cuda.is_bf16_supported()
         return TorchPlacement("cuda", "bfloat16" if bf16 else "float16", needs_grad_scaler=not bf16)

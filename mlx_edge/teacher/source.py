@@ -40,7 +40,7 @@ def head_labels(config: dict) -> list[str] | None:
 
 def transformers_progress(enabled: bool) -> None:
     """transformers draws its own bars (loading/writing weights): follow our --quiet."""
-    from transformers.utils import logging  # lazy: transformers loads in ~2 s; MLX teachers never need it
+    from transformers.utils import logging  # lazy: transformers takes ~1 s to import; MLX teachers never need it
 
     # A new head on a pretrained encoder is the point of fine-tuning: no "newly initialized" report.
     logging.set_verbosity_error()
@@ -63,7 +63,7 @@ def load_for_training(
     `model`: a directory, a hub id, or a built-in teacher's name (converted on first use; `progress`
     says so on stderr).
     """
-    from transformers import (  # lazy: transformers loads in ~2 s; MLX teachers never need it
+    from transformers import (  # lazy: transformers takes ~1 s to import; MLX teachers never need it
         AutoModelForSequenceClassification,
         AutoTokenizer,
     )
