@@ -231,7 +231,7 @@ def check_coreml_predict(bundle: Path, manifest: dict, b: Backends, examples: li
                 skipped=True,
             )
         ]
-    import coremltools as ct  # lazy: coremltools takes ~4 s to import; only conversion and checks need it
+    import coremltools as ct  # lazy: coremltools: ~4 s import, for conversion and checks only
 
     results = []
     ref = "mirror" if b.mirror is not None else "onnx"

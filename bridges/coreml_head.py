@@ -42,8 +42,8 @@ class HeadTraining:
 
 def build_head(weight: np.ndarray, bias: np.ndarray, training: HeadTraining):
     """The updatable head's spec: `embedding` [H] -> innerProduct -> softmax -> `probs` [N]."""
-    from coremltools.models import datatypes  # lazy: coremltools takes ~4 s to import; only conversion and checks need it
-    from coremltools.models.neural_network import (  # lazy: coremltools takes ~4 s to import; only conversion and checks need it
+    from coremltools.models import datatypes  # lazy: coremltools: ~4 s import, for conversion and checks only
+    from coremltools.models.neural_network import (  # lazy: coremltools: ~4 s import, for conversion and checks only
         AdamParams,
         NeuralNetworkBuilder,
         SgdParams,
@@ -92,7 +92,7 @@ def build_head(weight: np.ndarray, bias: np.ndarray, training: HeadTraining):
 
 
 def save_head(spec, path: Path, metadata: dict[str, str]) -> None:
-    import coremltools as ct  # lazy: coremltools takes ~4 s to import; only conversion and checks need it
+    import coremltools as ct  # lazy: coremltools: ~4 s import, for conversion and checks only
 
     for key, value in metadata.items():
         spec.description.metadata.userDefined[key] = value
@@ -100,7 +100,7 @@ def save_head(spec, path: Path, metadata: dict[str, str]) -> None:
 
 
 def load_head_spec(path: Path):
-    from coremltools.proto import Model_pb2  # lazy: coremltools takes ~4 s to import; only conversion and checks need it
+    from coremltools.proto import Model_pb2  # lazy: coremltools: ~4 s import, for conversion and checks only
 
     spec = Model_pb2.Model()
     spec.ParseFromString(Path(path).read_bytes())

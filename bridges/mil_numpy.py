@@ -27,7 +27,7 @@ def load_program(path: Path):
     """The MIL Program of a saved `.mlpackage`, weights included (works on Linux)."""
     ct = import_coremltools()
     from coremltools.converters.mil.frontend.milproto.load import (
-        load,  # lazy: coremltools takes ~4 s to import; only conversion and checks need it
+        load,  # lazy: coremltools: ~4 s import, for conversion and checks only
     )
 
     with quiet_coremltools():
@@ -100,7 +100,7 @@ def _resolve(var, env):
 
 def _np_dtype(mil_type):
     from coremltools.converters.mil.mil import (
-        types,  # lazy: coremltools takes ~4 s to import; only conversion and checks need it
+        types,  # lazy: coremltools: ~4 s import, for conversion and checks only
     )
 
     return types.nptype_from_builtin(mil_type)
@@ -109,7 +109,7 @@ def _np_dtype(mil_type):
 def _store(value, mil_type):
     """Round a result to the dtype the program declares (fp16 stays fp16: overflow shows)."""
     from coremltools.converters.mil.mil import (
-        types,  # lazy: coremltools takes ~4 s to import; only conversion and checks need it
+        types,  # lazy: coremltools: ~4 s import, for conversion and checks only
     )
 
     if mil_type is None or types.is_str(mil_type) or not isinstance(value, (np.ndarray, np.generic, float, int)):

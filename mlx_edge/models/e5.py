@@ -288,7 +288,7 @@ def tokenizer_json(e5: E5File, charsmap: str) -> dict:
 
 
 def write_tokenizer(e5: E5File, charsmap: str, out_dir: Path) -> None:
-    from transformers import PreTrainedTokenizerFast  # lazy: transformers takes ~1 s to import; only a conversion needs it
+    from transformers import PreTrainedTokenizerFast  # lazy: transformers: ~1 s import, for a conversion only
 
     roles = {"bos": "<s>", "eos": "</s>", "unk": "<unk>", "sep": "</s>", "cls": "<s>", "pad": "<pad>", "mask": "<mask>"}
     path = out_dir / "tokenizer.json"  # ours, read back from the file: tokenizer_object= would copy 270 MB
