@@ -1,6 +1,7 @@
 """`check_bundle`: verify an export bundle without a Mac, and report what failed.
 
-Names, shapes and dtypes against the manifest; sha256 of every file; the programs' weights against
+Names, shapes and dtypes against the manifest; sha256 of every file; a Unigram bundle's tokenizer spec
+against its tokenizer.json; the programs' weights against
 the student's; numeric alignment MLX student vs PyTorch mirror vs ONNX Runtime vs the converted
 mlprogram (run op by op in NumPy, and by CoreML itself on macOS); extreme inputs; the updatable
 head's spec and a NumPy simulation of MLUpdateTask on it.

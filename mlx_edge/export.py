@@ -2,7 +2,8 @@
 
 safetensors -> PyTorch mirror (parity with MLX checked) -> `torch.jit.trace` -> coremltools:
 Encoder.mlpackage (ids -> embedding, logits), Classifier.mlpackage (ids -> probabilities), the
-updatable Head.mlmodel (embedding -> probs), model.onnx, tokenizer files and manifest.json. Everything
+updatable Head.mlmodel (embedding -> probs), model.onnx, tokenizer files (a Unigram student's also as
+the spec MLXEdgeKit tokenizes from, unigram_spec.json) and manifest.json. Everything
 is written to a temporary directory beside `out_dir`, checked, and renamed into place at the end.
 """
 

@@ -1,16 +1,21 @@
 """SentencePiece Unigram tokenizers (the XLM-R pipeline multilingual-e5 uses) work wherever a tokenizer
-is used: loading, special ids, the same ids as transformers, and an export whose check passes."""
+is used: loading, special ids, the same ids as transformers, and an export whose check passes, with
+the spec MLXEdgeKit tokenizes from (a tampered spec fails check; a tokenizer Swift cannot follow is
+refused at export)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from click.testing import CliRunner
 from transformers import AutoTokenizer
 
+from mlx_edge.check import check_bundle
 from mlx_edge.cli import main
 from mlx_edge.errors import ModelError
+from mlx_edge.fileio import sha256_file
 from mlx_edge.models.tokenizer import load_tokenizer
 from tests.helpers.cli import assert_one_line_error
 from tests.helpers.tiny import CORPUS, build_tiny_unigram_bert, build_unigram
@@ -62,20 +67,101 @@ def test_a_malformed_unigram_tokenizer_is_one_line(unigram_dir, tmp_path):
     assert_one_line_error(result, "tokenizer.json")
 
 
-@pytest.mark.slow
-def test_a_unigram_student_exports_and_passes_check(tmp_path):
-    student = build_tiny_unigram_bert(tmp_path / "student", seed=3, initializer_range=0.2)
-    out = tmp_path / "bundle"
+@pytest.fixture(scope="module")
+def unigram_bundle(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("unigram-export")
+    student = build_tiny_unigram_bert(tmp / "student", seed=3, initializer_range=0.2)
+    out = tmp / "bundle"
     args = ["export", str(student), "--out", str(out), "--seq-len", "32", "--texts", "8", "--quiet"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["tokenizer"]["type"] == "unigram"
-    assert (manifest["tokenizer"]["pad_id"], manifest["tokenizer"]["unk_token"]) == (1, "<unk>")
-    assert manifest["tokenizer"]["vocab_file"] is None and "tokenizer.json" in manifest["tokenizer"]["files"]
-    check = CliRunner().invoke(main, ["check", str(out), "--json"])
+    return out
+
+
+@pytest.mark.slow
+def test_a_unigram_student_exports_and_passes_check(unigram_bundle):
+    manifest = json.loads((unigram_bundle / "manifest.json").read_text())
+    tokenizer = manifest["tokenizer"]
+    assert tokenizer["type"] == "unigram"
+    assert (tokenizer["pad_id"], tokenizer["unk_token"]) == (1, "<unk>")
+    assert tokenizer["vocab_file"] is None and "tokenizer.json" in tokenizer["files"]
+    assert tokenizer["spec_file"] == "unigram_spec.json" and "unigram_spec.json" in tokenizer["files"]
+    assert "unigram_spec.json" in manifest["files"]
+    spec = json.loads((unigram_bundle / "unigram_spec.json").read_text(encoding="utf-8"))
+    assert len(spec["pieces"]) == tokenizer["vocab_size"] and spec["pad_id"] == 1
+    assert next(r for r in manifest["checks"]["results"] if r["name"] == "tokenizer.spec")["ok"]
+    check = CliRunner().invoke(main, ["check", str(unigram_bundle), "--json"])
     assert check.exit_code == 0, check.output
-    assert json.loads(check.output)["ok"] is True
+    report = json.loads(check.output)
+    assert report["ok"] is True
+    assert next(r for r in report["results"] if r["name"] == "tokenizer.spec")["ok"]
+
+
+def _tampered(bundle, dest, change, *, reseal: bool = True):
+    """A copy of `bundle` whose spec `change` edits; `reseal` updates its sha256 in the manifest, so
+    that only the spec check can notice."""
+    shutil.copytree(bundle, dest)
+    path = dest / "unigram_spec.json"
+    spec = json.loads(path.read_text(encoding="utf-8"))
+    change(spec)
+    path.write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
+    if reseal:
+        manifest = json.loads((dest / "manifest.json").read_text())
+        manifest["files"]["unigram_spec.json"] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+        (dest / "manifest.json").write_text(json.dumps(manifest))
+    return dest
+
+
+def _swap_pieces(spec):
+    spec["pieces"][10], spec["pieces"][11] = spec["pieces"][11], spec["pieces"][10]
+
+
+def _spec_result(bundle):
+    report = check_bundle(bundle, n_texts=2)
+    return report, next(r for r in report.results if r.name == "tokenizer.spec")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (_swap_pieces, "pieces[10] is"),
+        (lambda spec: spec.update(scores=[s + 0.5 for s in spec["scores"]]), "scores[0] is 0.5"),
+        (lambda spec: spec.update(pad_id=2), "pad_id is 2, tokenizer.json gives 1"),
+        (lambda spec: spec["normalizer"].pop(0), "normalizer[0] is"),
+    ],
+    ids=["pieces", "scores", "pad id", "charsmap"],
+)
+def test_a_tampered_unigram_spec_fails_check(unigram_bundle, tmp_path, change, message):
+    report, result = _spec_result(_tampered(unigram_bundle, tmp_path / "b", change))
+    assert not report.ok and not result.ok and message in result.detail, result.detail
+    assert [r.name for r in report.failed] == ["tokenizer.spec"]  # resealed: only the spec check can tell
+
+
+@pytest.mark.slow
+def test_a_missing_or_unlisted_spec_fails_check(unigram_bundle, tmp_path):
+    unsealed = _tampered(unigram_bundle, tmp_path / "unsealed", _swap_pieces, reseal=False)
+    assert {r.name for r in check_bundle(unsealed, n_texts=2).failed} == {"files.sha256", "tokenizer.spec"}
+    missing = shutil.copytree(unigram_bundle, tmp_path / "missing")
+    (missing / "unigram_spec.json").unlink()
+    assert "unigram_spec.json (tokenizer.spec_file) is missing" in _spec_result(missing)[1].detail
+    unlisted = shutil.copytree(unigram_bundle, tmp_path / "unlisted")
+    manifest = json.loads((unlisted / "manifest.json").read_text())
+    manifest["tokenizer"]["files"].remove("unigram_spec.json")
+    (unlisted / "manifest.json").write_text(json.dumps(manifest))
+    assert "is not listed in tokenizer.files" in _spec_result(unlisted)[1].detail
+
+
+def test_a_unigram_tokenizer_swift_cannot_follow_is_refused_at_export(tmp_path):
+    student = build_tiny_unigram_bert(tmp_path / "student", seed=3)
+    data = json.loads((student / "tokenizer.json").read_text(encoding="utf-8"))
+    data["normalizer"] = {"type": "NFKC"}  # what SentencePieceUnigramTokenizer trains with
+    (student / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "out" / "bundle"
+    result = CliRunner().invoke(main, ["export", str(student), "--out", str(out), "--seq-len", "16", "--quiet"])
+    line = assert_one_line_error(result, "cannot be exported for MLXEdgeKit", "normalizer 'NFKC' is not supported")
+    assert result.exit_code == 9, line
+    assert list((tmp_path / "out").iterdir()) == []  # nothing left behind, not even the partial folder
 
 
 @pytest.mark.parametrize("missing", ["<s>", "<pad>"])
