@@ -18,15 +18,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mlx_edge.check import check_bundle
-from mlx_edge.data import LabelMap, read_labeled
+from mlx_edge.data import LabelMap, language_of, read_labeled
 from mlx_edge.distill.api import distill as run_distill
 from mlx_edge.distill.loop import LoopConfig
 from mlx_edge.distill.student import parse_layer_map, student_config
 from mlx_edge.errors import ConfigError, SetupMismatch, WorkMismatch
 from mlx_edge.export import export_bundle
 from mlx_edge.fileio import atomic_write_json, fingerprint
-from mlx_edge.metrics import accuracy
 from mlx_edge.models.checkpoint import load_config
 from mlx_edge.predict import predict_texts
 from mlx_edge.settings import DistillSettings, ExportSettings, LabelSettings, TeacherTrainSettings
@@ -319,20 +320,26 @@ def final_report(
     max_length = student_manifest["max_length"]
     splits = {"dev": config.dev, "test": config.test}
     scores: dict[str, dict[str, float]] = {}
+    by_language: dict[str, dict[str, dict[str, float]]] = {}
     for split, path in splits.items():
         if path is None:
             continue
         data = read_labeled(path, text_column=config.text_column, label_column=config.label_column)
-        scores[split] = {}
+        languages = np.array([language_of(t) for t in data.texts])
+        scores[split], by_language[split] = {}, {}
         for who, directory in (("teacher", teacher_dir), ("student", student_dir)):
             probs = predict_texts(directory, data.texts, max_length=max_length, device=config.device)
             labels = LabelMap(list(probs[0]))
-            pred = [max(p, key=p.get) for p in probs]
-            scores[split][who] = accuracy(labels.encode(pred), labels.encode(data.labels))
+            right = labels.encode([max(p, key=p.get) for p in probs]) == labels.encode(data.labels)
+            scores[split][who] = float(right.mean())
+            for language in sorted(set(languages)):
+                entry = by_language[split].setdefault(language, {"examples": int((languages == language).sum())})
+                entry[who] = float(right[languages == language].mean())
     files = {p.name: _size(p) for p in sorted(bundle_dir.iterdir())} if bundle_dir.is_dir() else {}
     return {
         "stages": [asdict(o) for o in outcomes],
         "accuracy": scores,
+        "accuracy_by_language": by_language,
         "retained": {split: s["student"] / s["teacher"] if s["teacher"] else 0.0 for split, s in scores.items()},
         "parameters": {
             "teacher": distill_report["teacher_parameters"],
@@ -360,6 +367,8 @@ def format_report(report: dict) -> str:
             f"{split:<5} accuracy: teacher {s['teacher']:.1%}, student {s['student']:.1%}"
             f" (retained {report['retained'][split]:.1%})"
         )
+        for language, a in report.get("accuracy_by_language", {}).get(split, {}).items():
+            lines.append(f"      {language} ({a['examples']}): teacher {a['teacher']:.1%}, student {a['student']:.1%}")
     p = report["parameters"]
     lines.append(
         f"size: teacher {p['teacher'] / 1e6:.1f}M parameters, student {p['student'] / 1e6:.1f}M"

@@ -138,3 +138,15 @@ def test_tokenizer_does_not_import_torch(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_language_of_splits_the_shipped_halves():
+    from mlx_edge.data import language_of
+
+    assert [language_of(t) for t in ("复习线性代数第三章", "明天 review 一下 PR", "Pay the bill", "Café 123", "")] == [
+        "zh",
+        "zh",
+        "en",
+        "en",
+        "en",
+    ]

@@ -60,6 +60,8 @@ def test_run_micro_pipeline_then_skip_finished_stages(base_dir, toy_data, tmp_pa
     assert [s["status"] for s in report["stages"]] == ["ran"] * 5
     assert report["check"] == {"ok": True, "failed": []}
     assert report["accuracy"]["test"]["teacher"] > 0.7  # the toy set is separable
+    (english,) = report["accuracy_by_language"]["test"].values()  # the toy rows are English words only
+    assert english["teacher"] == report["accuracy"]["test"]["teacher"] and english["examples"] > 0
     assert report["parameters"]["student"] < report["parameters"]["teacher"]
     assert {
         "Encoder.mlpackage",
@@ -110,7 +112,7 @@ def test_example_config_parses():
 
 @pytest.mark.slow  # every stage on the real MiniLM teacher
 @pytest.mark.pretrained
-def test_demo_end_to_end_on_a_sample(tmp_path, minilm_dir):
+def test_demo_end_to_end_on_a_sample(tmp_path):
     result = CliRunner().invoke(
         main,
         ["demo", "--out", str(tmp_path), "--limit", "150", "--teacher-epochs", "1", "--distill-epochs", "1", "--quiet"],
@@ -119,5 +121,7 @@ def test_demo_end_to_end_on_a_sample(tmp_path, minilm_dir):
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["check"]["ok"] is True
     assert set(report["accuracy"]) == {"dev", "test"}
-    assert report["parameters"]["teacher"] > 20e6  # the real MiniLM-L6
+    assert report["parameters"]["teacher"] > 100e6  # the real multilingual-e5-small (117.5M)
+    assert report["parameters"]["student"] < 20e6  # 4 layers and a pruned vocabulary
+    assert set(report["accuracy_by_language"]["dev"]) == {"zh", "en"}
     assert "retained" in result.output and "check: PASSED" in result.output
