@@ -147,12 +147,12 @@ public struct BundleIO: Equatable, Sendable {
 
     /// The encoder's two inputs for `text`: tokenized at the longest length, then cut to the
     /// length the encoder accepts for it (``BundleManifest/SequenceLength/paddedLength(forTokenCount:)``).
-    public func encoderInputs(for text: String, tokenizer: BertTokenizer) throws -> [FeatureArray] {
+    public func encoderInputs(for text: String, tokenizer: any TextTokenizer) throws -> [FeatureArray] {
         try encoderInputs(for: tokenizer.encode(text, maxLength: sequenceLength.max))
     }
 
     /// The encoder's inputs for an encoding made with `maxLength` = `sequenceLength.max`.
-    public func encoderInputs(for encoding: BertTokenizer.Encoding) throws -> [FeatureArray] {
+    public func encoderInputs(for encoding: TokenEncoding) throws -> [FeatureArray] {
         let longest = sequenceLength.max
         guard encoding.inputIds.count == longest, encoding.attentionMask.count == longest else {
             throw BundleIOError.wrongElementCount(feature: tokenIDs.name, expected: longest,

@@ -34,7 +34,8 @@ extension BundleManifest {
 
     // MARK: Tokenizer
 
-    /// ``BertTokenizer`` settings from the manifest (`maxLength` = the longest sequence).
+    /// ``BertTokenizer`` settings from the manifest (`maxLength` = the longest sequence); a
+    /// WordPiece bundle's only (a Unigram tokenizer's settings are in its spec file).
     public var tokenizerConfiguration: BertTokenizer.Configuration {
         BertTokenizer.Configuration(
             doLowerCase: tokenizer.doLowerCase, stripAccents: tokenizer.stripAccents,
@@ -53,16 +54,43 @@ extension BundleManifest {
         return BundleManifest.url(of: name, in: bundleDirectory)
     }
 
-    /// The bundle's tokenizer: the vocabulary file the manifest names, with its settings.
-    /// Throws ``BundleManifestError/tokenizerMismatch(_:)`` when the vocabulary's size or
-    /// special-token ids differ from the manifest's.
-    public func makeTokenizer(bundleDirectory: URL) throws -> BertTokenizer {
-        let tokenizer = try BertTokenizer(vocabularyURL: try vocabularyURL(in: bundleDirectory),
-                                          configuration: tokenizerConfiguration)
+    /// Where the Unigram spec (`tokenizer.spec_file`) is in the bundle folder.
+    public func tokenizerSpecURL(in bundleDirectory: URL) throws -> URL {
+        guard let name = tokenizer.specFile, !name.isEmpty else {
+            throw BundleManifestError.unsupportedTokenizerSetting(
+                name: "spec_file", value: "null", reason: "MLXEdgeKit's UnigramTokenizer needs the spec the exporter writes")
+        }
+        guard BundleManifest.isSafeRelativePath(name) else { throw BundleManifestError.invalidFilePath(name) }
+        return BundleManifest.url(of: name, in: bundleDirectory)
+    }
+
+    /// The one tokenizer file MLXEdgeKit reads: `tokenizer.vocab_file` (WordPiece) or
+    /// `tokenizer.spec_file` (Unigram).
+    public var tokenizerFile: String? {
+        switch tokenizer.type {
+        case .wordpiece: return tokenizer.vocabFile
+        case .unigram: return tokenizer.specFile
+        }
+    }
+
+    /// The bundle's tokenizer, of the kind `tokenizer.type` names: a ``BertTokenizer`` over the
+    /// vocabulary file with the manifest's settings, or a ``UnigramTokenizer`` over the spec
+    /// file. Throws ``BundleManifestError/tokenizerMismatch(_:)`` when its size or special-token
+    /// ids differ from the manifest's (the encoder was exported with those), and the tokenizer's
+    /// own error (``BertTokenizerError``, ``UnigramTokenizerError``) for an unreadable file.
+    public func makeTokenizer(bundleDirectory: URL) throws -> any TextTokenizer {
         let t = self.tokenizer
+        let tokenizer: any TextTokenizer
+        switch t.type {
+        case .wordpiece:
+            tokenizer = try BertTokenizer(vocabularyURL: try vocabularyURL(in: bundleDirectory),
+                                          configuration: tokenizerConfiguration)
+        case .unigram:
+            tokenizer = try UnigramTokenizer(specURL: try tokenizerSpecURL(in: bundleDirectory), maxLength: t.maxLength)
+        }
         guard tokenizer.vocabularySize == t.vocabSize else {
             throw BundleManifestError.tokenizerMismatch(
-                "\(t.vocabFile ?? "the vocabulary") has \(tokenizer.vocabularySize) tokens, tokenizer.vocab_size is \(t.vocabSize)")
+                "\(tokenizerFile ?? "the vocabulary") has \(tokenizer.vocabularySize) tokens, tokenizer.vocab_size is \(t.vocabSize)")
         }
         for (role, expected, actual) in [("cls", t.clsID, tokenizer.clsTokenID), ("sep", t.sepID, tokenizer.sepTokenID),
                                          ("pad", t.padID, tokenizer.padTokenID), ("unk", t.unkID, tokenizer.unkTokenID)]
@@ -134,11 +162,12 @@ extension BundleManifest {
     }
 
     /// The files MLXEdgeKit reads on device: the encoder's and head's files and the
-    /// vocabulary. Ship these (plus manifest.json); `Classifier.mlpackage`, `model.onnx` and
-    /// the other tokenizer files are optional. Pass it as `only:` to ``verifyFiles(in:only:)``.
+    /// tokenizer's (``tokenizerFile``: `vocab.txt`, or `unigram_spec.json` for a Unigram bundle).
+    /// Ship these (plus manifest.json); `Classifier.mlpackage`, `model.onnx` and the other
+    /// tokenizer files are optional. Pass it as `only:` to ``verifyFiles(in:only:)``.
     public var filesNeededOnDevice: [String] {
         var paths = files(of: .encoder) + files(of: .head)
-        if let vocab = tokenizer.vocabFile, files[vocab] != nil { paths.append(vocab) }
+        if let file = tokenizerFile, files[file] != nil { paths.append(file) }
         return paths
     }
 

@@ -10,8 +10,9 @@ extension BundleManifest {
     ///
     /// - format and version, labels (at least 2, non-empty, unique);
     /// - lengths: `max_length` ≥ 2, `sequence_length` and `tokenizer.max_length` agree with it;
-    /// - tokenizer: a vocab file that `files` lists, ids inside the vocabulary, settings that
-    ///   ``BertTokenizer`` implements (clean text and truncation on);
+    /// - tokenizer: the file its kind reads, listed in `tokenizer.files` (WordPiece: `vocab_file`;
+    ///   Unigram: `spec_file`), ids inside the vocabulary, settings the tokenizer implements
+    ///   (truncation on; for WordPiece, clean text on);
     /// - models: expected formats, files listed in `files`, numeric shapes, the encoder's two
     ///   Int32 inputs of one shape, the embedding width equal to `student.hidden_size` at the
     ///   encoder output, head input and head training input, one probability per label, the
@@ -124,13 +125,7 @@ extension BundleManifest {
         for (i, file) in t.files.enumerated() where files[file] == nil {
             throw BundleManifestError.fileNotListed(path: "tokenizer.files[\(i)]", file: file)
         }
-        guard let vocabFile = t.vocabFile, !vocabFile.isEmpty else {
-            throw BundleManifestError.unsupportedTokenizerSetting(
-                name: "vocab_file", value: "null", reason: "MLXEdgeKit's BertTokenizer needs a WordPiece vocab.txt")
-        }
-        guard t.files.contains(vocabFile) else {
-            throw BundleManifestError.fileNotListed(path: "tokenizer.vocab_file", file: vocabFile)
-        }
+        try validateTokenizerFile(t)
         guard t.vocabSize >= 1 else {
             throw BundleManifestError.invalidValue(path: "tokenizer.vocab_size", reason: "\(t.vocabSize) is below 1")
         }
@@ -155,13 +150,42 @@ extension BundleManifest {
             }
             ids[id] = role
         }
-        guard t.cleanText else {
+        guard t.cleanText || t.type == .unigram else { // a Unigram tokenizer normalizes by its spec
             throw BundleManifestError.unsupportedTokenizerSetting(
                 name: "clean_text", value: "false", reason: "MLXEdgeKit's BertTokenizer always cleans text")
         }
         guard t.truncation else {
             throw BundleManifestError.unsupportedTokenizerSetting(
                 name: "truncation", value: "false", reason: "the encoder takes at most max_length tokens; truncation must be on")
+        }
+    }
+
+    /// The one file the tokenizer of `t.type` reads is named and listed in `tokenizer.files`.
+    private func validateTokenizerFile(_ t: Tokenizer) throws {
+        switch t.type {
+        case .wordpiece:
+            guard let vocabFile = t.vocabFile, !vocabFile.isEmpty else {
+                throw BundleManifestError.unsupportedTokenizerSetting(
+                    name: "vocab_file", value: "null", reason: "MLXEdgeKit's BertTokenizer needs a WordPiece vocab.txt")
+            }
+            guard t.files.contains(vocabFile) else {
+                throw BundleManifestError.fileNotListed(path: "tokenizer.vocab_file", file: vocabFile)
+            }
+            if let specFile = t.specFile {
+                throw BundleManifestError.inconsistent(
+                    path: "tokenizer.spec_file",
+                    reason: "\"\(specFile)\" is a Unigram spec, but tokenizer.type is \"wordpiece\" (it reads vocab_file)")
+            }
+        case .unigram:
+            guard let specFile = t.specFile, !specFile.isEmpty else {
+                throw BundleManifestError.unsupportedTokenizerSetting(
+                    name: "spec_file", value: "null",
+                    reason: "MLXEdgeKit's UnigramTokenizer needs the spec the exporter writes (unigram_spec.json); "
+                        + "export the bundle again with a current mlx-edge")
+            }
+            guard t.files.contains(specFile) else {
+                throw BundleManifestError.fileNotListed(path: "tokenizer.spec_file", file: specFile)
+            }
         }
     }
 

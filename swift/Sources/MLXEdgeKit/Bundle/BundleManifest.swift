@@ -156,12 +156,24 @@ public struct BundleManifest: Codable, Equatable, Sendable {
         case iOS16, iOS17, iOS18
     }
 
-    /// Tokenizer settings (Hugging Face's BertTokenizer), and the files that hold it.
+    /// The tokenizer: its kind, the files that hold it, its settings (for WordPiece, Hugging
+    /// Face's BertTokenizer's; a Unigram tokenizer's are all in its spec file) and special ids.
     public struct Tokenizer: Codable, Equatable, Sendable {
+        /// Which tokenizer the student was distilled with; absent in older manifests: WordPiece.
+        public enum Kind: String, Codable, CaseIterable, Sendable, BundleManifestEnum {
+            /// BERT's WordPiece: ``BertTokenizer`` reads `vocab_file` with the settings below.
+            case wordpiece
+            /// SentencePiece Unigram (the XLM-R pipeline): ``UnigramTokenizer`` reads `spec_file`.
+            case unigram
+        }
+
+        public var type: Kind
         /// Tokenizer files shipped in the bundle (e.g. `vocab.txt`, `tokenizer.json`).
         public var files: [String]
         /// The WordPiece vocabulary (one token per line), if the bundle has one.
         public var vocabFile: String?
+        /// The Unigram spec (`unigram_spec.json`) ``UnigramTokenizer`` reads; nil for WordPiece.
+        public var specFile: String?
         public var vocabSize: Int
         public var doLowerCase: Bool
         /// `null` in the manifest: follow `do_lower_case`.
@@ -181,8 +193,9 @@ public struct BundleManifest: Codable, Equatable, Sendable {
         public var padding: String
 
         enum CodingKeys: String, CodingKey {
-            case files, truncation, padding
+            case type, files, truncation, padding
             case vocabFile = "vocab_file"
+            case specFile = "spec_file"
             case vocabSize = "vocab_size"
             case doLowerCase = "do_lower_case"
             case stripAccents = "strip_accents"
@@ -201,8 +214,10 @@ public struct BundleManifest: Codable, Equatable, Sendable {
 
         public init(from decoder: Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
+            type = try c.decodeIfPresent(Kind.self, forKey: .type) ?? .wordpiece
             files = try c.decode([String].self, forKey: .files)
             vocabFile = try c.decodeIfPresent(String.self, forKey: .vocabFile)
+            specFile = try c.decodeIfPresent(String.self, forKey: .specFile)
             vocabSize = try c.decode(Int.self, forKey: .vocabSize)
             doLowerCase = try c.decode(Bool.self, forKey: .doLowerCase)
             // Required but nullable in the schema: present, true/false/null.
@@ -228,8 +243,10 @@ public struct BundleManifest: Codable, Equatable, Sendable {
 
         public func encode(to encoder: Encoder) throws {
             var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(type, forKey: .type)
             try c.encode(files, forKey: .files)
             try c.encode(vocabFile, forKey: .vocabFile) // null when absent, as the exporter writes it
+            try c.encode(specFile, forKey: .specFile)
             try c.encode(vocabSize, forKey: .vocabSize)
             try c.encode(doLowerCase, forKey: .doLowerCase)
             try c.encode(stripAccents, forKey: .stripAccents)

@@ -37,9 +37,10 @@ public enum BundleManifestError: Error, Equatable, Sendable, CustomStringConvert
     case noFiles
     /// A model file or tokenizer file that `files` does not list.
     case fileNotListed(path: String, file: String)
-    /// A tokenizer setting MLXEdgeKit's ``BertTokenizer`` does not implement.
+    /// A tokenizer setting MLXEdgeKit's tokenizers do not implement, or a file the tokenizer needs
+    /// that the manifest does not name.
     case unsupportedTokenizerSetting(name: String, value: String, reason: String)
-    /// The vocabulary file disagrees with the manifest (size or special-token ids).
+    /// The vocabulary or spec file disagrees with the manifest (size or special-token ids).
     case tokenizerMismatch(String)
     /// Bundle files missing or different from their manifest entry.
     case fileVerificationFailed([BundleFileProblem])

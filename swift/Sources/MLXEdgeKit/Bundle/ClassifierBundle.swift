@@ -1,16 +1,17 @@
 import Foundation
 
 /// An exported bundle folder, opened and checked: the manifest (decoded and validated), the
-/// feature names and shapes (``BundleIO``), the tokenizer built from the bundle's vocabulary,
-/// and the files the app reads, present.
+/// feature names and shapes (``BundleIO``), the tokenizer the manifest names (WordPiece from
+/// the bundle's vocabulary, Unigram from its spec), and the files the app reads, present.
 ///
 /// This is the first half of ``TextClassifier/open(bundle:configuration:)``, the part with no
 /// CoreML, so it runs (and is tested) on Linux too. Every failure is a
-/// ``BundleManifestError`` (or a ``BertTokenizerError`` for an unreadable vocabulary).
+/// ``BundleManifestError`` (or a ``BertTokenizerError`` / ``UnigramTokenizerError`` for an
+/// unreadable vocabulary or spec).
 public struct ClassifierBundle: Sendable {
     /// How much of the bundle's files to check when opening.
     public enum FileCheck: Sendable, Equatable {
-        /// Read only manifest.json and the vocabulary.
+        /// Read only manifest.json and the tokenizer's file.
         case none
         /// The files the app reads (``BundleManifest/filesNeededOnDevice``) exist with their
         /// manifest sizes: a missing `Head.mlmodel` is named here, not by a CoreML error later.
@@ -23,9 +24,9 @@ public struct ClassifierBundle: Sendable {
     public let directory: URL
     public let manifest: BundleManifest
     public let io: BundleIO
-    /// The bundle's WordPiece tokenizer, checked against the manifest's vocabulary size and
-    /// special-token ids.
-    public let tokenizer: BertTokenizer
+    /// The bundle's tokenizer (``BertTokenizer`` or ``UnigramTokenizer``, as `tokenizer.type`
+    /// says), checked against the manifest's vocabulary size and special-token ids.
+    public let tokenizer: any TextTokenizer
 
     /// Labels in the head's output order. Fixed at export: corrections must use one of them.
     public var labels: [String] { io.labels }

@@ -21,7 +21,8 @@ public enum EdgeClassifierError: Error, CustomStringConvertible, LocalizedError 
     public var errorDescription: String? { description }
 }
 
-/// Text → ``BertTokenizer`` → encoder → embedding → head → ``ClassificationResult``.
+/// Text → tokenizer (``BertTokenizer`` or ``UnigramTokenizer``) → encoder → embedding → head →
+/// ``ClassificationResult``.
 ///
 /// Every feature name and shape comes from the bundle's ``BundleManifest`` (through
 /// ``BundleIO``): the encoder's token-id and mask inputs, its embedding output, the head's
@@ -31,7 +32,7 @@ public enum EdgeClassifierError: Error, CustomStringConvertible, LocalizedError 
 public final class EdgeClassifier: @unchecked Sendable {
     public let manifest: BundleManifest
     public let io: BundleIO
-    public let tokenizer: BertTokenizer
+    public let tokenizer: any TextTokenizer
     public let encoder: MLModel
 
     private let lock = NSLock()
@@ -47,7 +48,7 @@ public final class EdgeClassifier: @unchecked Sendable {
 
     /// Checks that both models have the features the manifest names
     /// (``BundleIOError/modelMismatch(model:missing:)`` otherwise).
-    public init(manifest: BundleManifest, encoder: MLModel, head: MLModel, tokenizer: BertTokenizer) throws {
+    public init(manifest: BundleManifest, encoder: MLModel, head: MLModel, tokenizer: any TextTokenizer) throws {
         let io = try manifest.io()
         try EdgeClassifier.check(encoder, as: .encoder, io: io)
         try EdgeClassifier.check(head, as: .head, io: io)
@@ -60,7 +61,7 @@ public final class EdgeClassifier: @unchecked Sendable {
 
     /// Loads compiled models (`.mlmodelc`; see ``compiledModelURL(_:manifest:bundleDirectory:cacheDirectory:)``).
     /// `configuration` defaults to the manifest's compute units.
-    public convenience init(manifest: BundleManifest, encoderURL: URL, headURL: URL, tokenizer: BertTokenizer,
+    public convenience init(manifest: BundleManifest, encoderURL: URL, headURL: URL, tokenizer: any TextTokenizer,
                             configuration: MLModelConfiguration? = nil) throws {
         let configuration = configuration ?? EdgeClassifier.configuration(for: manifest)
         let encoder = try MLModel(contentsOf: encoderURL, configuration: configuration)

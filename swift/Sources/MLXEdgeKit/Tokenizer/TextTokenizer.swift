@@ -23,6 +23,14 @@ public protocol TextTokenizer: Sendable {
     func encode(_ text: String, maxLength: Int?) throws -> TokenEncoding
 }
 
+extension TextTokenizer {
+    /// ``encode(_:maxLength:)`` at the tokenizer's default length (a protocol requirement cannot
+    /// default its argument, so `bundle.tokenizer.encode(text)` needs this).
+    public func encode(_ text: String) throws -> TokenEncoding {
+        try encode(text, maxLength: nil)
+    }
+}
+
 /// Model inputs for one text: `[CLS] tokens… [SEP] [PAD]…` (or `<s> … </s> <pad>…`).
 public struct TokenEncoding: Sendable, Equatable {
     /// Token ids, padded with the pad id to the requested length.

@@ -9,7 +9,7 @@ final class BundleIOTests: XCTestCase {
         try decodeManifest(try mutatedManifest(changes)).io()
     }
 
-    private func tokenizer() throws -> BertTokenizer {
+    private func tokenizer() throws -> any TextTokenizer {
         try Fixtures.bundleManifest().makeTokenizer(bundleDirectory: try Fixtures.bundleDirectory())
     }
 

@@ -36,7 +36,7 @@ final class ClassifierBundleTests: XCTestCase {
         XCTAssertEqual(bundle.tokenizer.vocabularySize, 226)
         let t = bundle.tokenizer
         XCTAssertEqual([t.clsTokenID, t.sepTokenID, t.padTokenID, t.unkTokenID], [2, 3, 0, 1])
-        XCTAssertEqual(t.configuration, bundle.manifest.tokenizerConfiguration)
+        XCTAssertEqual(try XCTUnwrap(t as? BertTokenizer).configuration, bundle.manifest.tokenizerConfiguration)
         let encoding = try t.encode("Pay the credit card bill")
         XCTAssertEqual(encoding.inputIds.count, 32)
         XCTAssertEqual(encoding.inputIds.first, 2)
