@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from mlx_edge.cli.options import device_option, echo_err, layer_list, with_columns
+from mlx_edge.cli.options import device_option, echo_err, layer_list, optimizer_options, with_columns
 from mlx_edge.settings import DISTILL, DistillSettings
 
 
@@ -121,34 +121,6 @@ from mlx_edge.settings import DISTILL, DistillSettings
     help="TinyBERT style: this many epochs of intermediate losses only, then prediction losses.",
 )
 @click.option(
-    "--warmup-ratio",
-    type=click.FloatRange(0, 1),
-    default=DISTILL.warmup_ratio,
-    show_default=True,
-    help="Warmup share of steps.",
-)
-@click.option(
-    "--weight-decay",
-    type=click.FloatRange(0),
-    default=DISTILL.weight_decay,
-    show_default=True,
-    help="AdamW weight decay.",
-)
-@click.option(
-    "--grad-accum",
-    type=click.IntRange(1),
-    default=DISTILL.grad_accum,
-    show_default=True,
-    help="Batches per optimizer step.",
-)
-@click.option(
-    "--max-grad-norm",
-    type=click.FloatRange(0, min_open=True),
-    default=DISTILL.max_grad_norm,
-    show_default=True,
-    help="Gradient clipping norm.",
-)
-@click.option(
     "--patience", type=click.IntRange(1), default=DISTILL.patience, help="Stop after this many epochs without dev gain."
 )
 @click.option(
@@ -178,6 +150,7 @@ from mlx_edge.settings import DISTILL, DistillSettings
     show_default=True,
     help="Dev share when no --dev is given.",
 )
+@optimizer_options(DISTILL)
 @with_columns
 @device_option
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")

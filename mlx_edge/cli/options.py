@@ -75,3 +75,44 @@ def layer_list(ctx, param, value):
         return [int(v) for v in value.split(",") if v.strip()]
     except ValueError:
         raise click.BadParameter("give layer numbers separated by commas, e.g. 2,4,6") from None
+
+
+def optimizer_options(settings):
+    """--warmup-ratio, --weight-decay, --grad-accum, --max-grad-norm with `settings`' defaults (teacher train, distill)."""
+    options = [
+        click.option(
+            "--warmup-ratio",
+            type=click.FloatRange(0, 1),
+            default=settings.warmup_ratio,
+            show_default=True,
+            help="Share of steps with linear warmup; then linear decay.",
+        ),
+        click.option(
+            "--weight-decay",
+            type=click.FloatRange(0),
+            default=settings.weight_decay,
+            show_default=True,
+            help="AdamW weight decay.",
+        ),
+        click.option(
+            "--grad-accum",
+            type=click.IntRange(1),
+            default=settings.grad_accum,
+            show_default=True,
+            help="Batches per optimizer step.",
+        ),
+        click.option(
+            "--max-grad-norm",
+            type=click.FloatRange(0, min_open=True),
+            default=settings.max_grad_norm,
+            show_default=True,
+            help="Gradient clipping norm.",
+        ),
+    ]
+
+    def decorate(func):
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate

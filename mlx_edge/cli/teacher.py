@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mlx_edge.cli.options import device_option, echo_err, layer_list, with_columns
+from mlx_edge.cli.options import device_option, echo_err, layer_list, optimizer_options, with_columns
 from mlx_edge.settings import LABEL, TEACHER
 
 
@@ -57,34 +57,6 @@ def teacher():
     help="Token limit per text.",
 )
 @click.option(
-    "--warmup-ratio",
-    type=click.FloatRange(0, 1),
-    default=TEACHER.warmup_ratio,
-    show_default=True,
-    help="Share of steps with linear warmup; then linear decay.",
-)
-@click.option(
-    "--weight-decay",
-    type=click.FloatRange(0),
-    default=TEACHER.weight_decay,
-    show_default=True,
-    help="AdamW weight decay.",
-)
-@click.option(
-    "--grad-accum",
-    type=click.IntRange(1),
-    default=TEACHER.grad_accum,
-    show_default=True,
-    help="Accumulate gradients over this many batches per step.",
-)
-@click.option(
-    "--max-grad-norm",
-    type=click.FloatRange(0, min_open=True),
-    default=TEACHER.max_grad_norm,
-    show_default=True,
-    help="Gradient clipping norm.",
-)
-@click.option(
     "--dev-fraction",
     type=click.FloatRange(0.01, 0.5),
     default=TEACHER.dev_fraction,
@@ -94,6 +66,7 @@ def teacher():
 @click.option(
     "--seed", type=int, default=TEACHER.seed, show_default=True, help="Seed for init, shuffling and the dev split."
 )
+@optimizer_options(TEACHER)
 @with_columns
 @device_option
 @click.option("--trust-remote-code", is_flag=True, help="Allow the model's own Python code to run (off by default).")
