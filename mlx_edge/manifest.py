@@ -21,14 +21,18 @@ MANIFEST_NAME = "mlx_edge_manifest.json"
 TRACKED_PACKAGES = ("mlx", "torch", "transformers", "tokenizers", "safetensors", "numpy", "coremltools")
 
 
+def installed_version(dist: str) -> str | None:
+    """The installed version of distribution `dist`, or None."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def versions() -> dict[str, str | None]:
-    out: dict[str, str | None] = {"python": platform.python_version(), "mlx-edge": __version__}
-    for dist in TRACKED_PACKAGES:
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
+    return {"python": platform.python_version(), "mlx-edge": __version__} | {
+        dist: installed_version(dist) for dist in TRACKED_PACKAGES
+    }
 
 
 def file_fingerprint(path: Path) -> dict[str, Any]:

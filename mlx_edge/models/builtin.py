@@ -24,7 +24,7 @@ from pathlib import Path
 
 from mlx_edge.errors import EnvironmentProblem, ManifestError
 from mlx_edge.fileio import sha256_file
-from mlx_edge.manifest import MANIFEST_NAME, read_manifest, write_manifest
+from mlx_edge.manifest import MANIFEST_NAME, installed_version, read_manifest, write_manifest
 from mlx_edge.models.e5 import convert_e5
 
 MANIFEST_KIND = "builtin-teacher"
@@ -310,8 +310,4 @@ def builtin_status() -> list[dict]:
     return out
 
 
-def _installed(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+_installed = installed_version  # a module-level name tests can replace
