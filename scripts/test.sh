@@ -35,7 +35,12 @@ if [ "$fast" -eq 0 ] && [ -f Package.swift ]; then
     # XCTest only: the package has no Swift Testing tests, whose runner would close on "0 tests".
     (swift build && swift test --disable-swift-testing) 2>&1 | tee "$log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
-    swift_passed=$(grep -Eo 'Executed [0-9]+ tests, with 0 failures' "$log" | tail -1 | grep -Eo '[0-9]+' | head -1)
+    # The last "Executed" line is the whole run's ("with N test(s) skipped and 0 failures" when some skip).
+    swift_passed=$(grep -Eo 'Executed [0-9]+ tests?, with ([0-9]+ tests? skipped and )?0 failures' "$log" | tail -1 \
+      | grep -Eo '[0-9]+' | head -1)
+    swift_skipped=$(grep -Eo 'Executed [0-9]+ tests?, with [0-9]+ tests? skipped' "$log" | tail -1 \
+      | grep -Eo '[0-9]+' | tail -1)
+    swift_passed=$(( ${swift_passed:-0} - ${swift_skipped:-0} ))
     [ -n "$swift_passed" ] && [ "$swift_passed" -gt 0 ] || { echo "swift test ran no tests" >&2; exit 1; }
   elif [ -n "${CI:-}" ]; then
     echo "swift toolchain not found: CI must build and test swift/" >&2
