@@ -39,7 +39,7 @@ class Group(click.Group):
         except MlxEdgeError as error:
             raise UserError(error) from None
         except KeyboardInterrupt:
-            click.echo("\nInterrupted: nothing half-written was kept; run the same command again to resume.", err=True)
+            click.echo("\nInterrupted: run the same command again to resume where it can.", err=True)
             ctx.exit(INTERRUPTED)
 
 
