@@ -83,3 +83,17 @@ def test_exit_code_and_stderr_from_a_real_process(tmp_path):
         f"Error: data file {tmp_path / 'missing.tsv'} does not exist (check the path)"
     ]
     assert proc.stdout == ""
+
+
+def test_ctrl_c_exits_130_with_one_line_about_resuming(monkeypatch, tmp_path):
+    import mlx_edge.data
+    from mlx_edge.errors import INTERRUPTED
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mlx_edge.data, "load_splits", interrupted)  # `data` looks it up when it runs
+    (tmp_path / "t.tsv").write_text("a b\tx\nc d\ty\n")
+    result = CliRunner().invoke(main, ["data", str(tmp_path / "t.tsv")])
+    assert result.exit_code == INTERRUPTED == 130
+    assert "Traceback" not in result.output and "run the same command again" in result.output
