@@ -46,9 +46,7 @@ def _cli_default(option: click.Option):
         value = False
     if option.callback is not None and isinstance(value, str):
         value = option.callback(None, option, value)
-    if isinstance(option.type, click.Choice) and value is not None:
-        return value  # compared as text below: Choice values are strings
-    return value
+    return value  # a click.Choice's value is text: _same compares it as text
 
 
 def _same(a, b) -> bool:

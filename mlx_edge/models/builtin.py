@@ -273,7 +273,7 @@ def builtin_status() -> list[dict]:
     for teacher in BUILTIN_TEACHERS.values():
         directory = teacher_dir(teacher.name)
         problem = cache_problem(teacher, directory)
-        packages = {s.dist: _installed(s.dist) for s in (teacher.weights, teacher.tokenizer)}
+        packages = {s.dist: installed_version(s.dist) for s in (teacher.weights, teacher.tokenizer)}
         missing = [s.pip for s in (teacher.weights, teacher.tokenizer) if packages[s.dist] != s.version]
         if problem is None:
             state = "converted"
@@ -294,7 +294,7 @@ def builtin_status() -> list[dict]:
             }
         )
     for name, (dist, version, _, _) in PACKAGED_TEACHERS.items():
-        installed = _installed(dist)
+        installed = installed_version(dist)
         out.append(
             {
                 "name": name,
@@ -308,6 +308,3 @@ def builtin_status() -> list[dict]:
             }
         )
     return out
-
-
-_installed = installed_version  # a module-level name tests can replace

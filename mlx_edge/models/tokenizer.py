@@ -67,9 +67,6 @@ class TextTokenizer:
     def special_ids(self) -> set[int]:
         return {self.cls_id, self.sep_id, self.pad_id}
 
-    def unknown_share(self, texts: list[str], *, max_length: int) -> float:
-        return unknown_share(self.encode_batch(texts, max_length=max_length), self.unk_id, self.special_ids)
-
     def encode_batch(self, texts: list[str], *, max_length: int) -> list[list[int]]:
         """Ids with [CLS]/[SEP], truncated to `max_length`, unpadded."""
         if max_length < 2:
