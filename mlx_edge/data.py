@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,8 +77,12 @@ class LabelMap:
             )
 
 
+_INT = re.compile(r"-?[0-9]+")
+
+
 def _is_int(text: str) -> bool:
-    return text.lstrip("-").isdigit()
+    # ASCII digits and one optional minus only: str.isdigit() takes "²" and lstrip("-") takes "--5", which int() refuses
+    return _INT.fullmatch(text) is not None
 
 
 # ---------------------------------------------------------------------------------------- reading
