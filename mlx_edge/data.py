@@ -10,17 +10,36 @@ import io
 import json
 import random
 import re
+import warnings
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from mlx_edge.errors import DataError
+from mlx_edge.errors import DataError, DataWarning
 
 TEXT_NAMES = ("text", "sentence", "content", "review", "query", "utterance", "document", "sentence1")
 LABEL_NAMES = ("label", "labels", "class", "category", "intent", "target", "y")
 FORMATS = ("csv", "tsv", "jsonl")
+FEW_ROWS = 10  # below this many rows, more labels than half the rows says the file is small, not that a column is wrong
+
+
+@dataclass(frozen=True)
+class FileLines:
+    """What a file's lines became: `lines` = `rows` + `header` + `blank` + lines inside quoted fields."""
+
+    lines: int
+    rows: int = 0
+    header: int = 0
+    blank: int = 0
+
+    def __str__(self) -> str:
+        """E.g. "4 rows from 5 lines (1 header)"."""
+        inside = self.lines - self.rows - self.header - self.blank
+        parts = [(self.header, "header"), (self.blank, "blank"), (inside, "inside quoted fields")]
+        said = ", ".join(f"{n} {name}" for n, name in parts if n)
+        return f"{self.rows} rows from {self.lines} lines" + (f" ({said})" if said else "")
 
 
 @dataclass
@@ -31,6 +50,7 @@ class LabeledData:
     labels: list[str]
     source: str = "<memory>"
     line_numbers: list[int] = field(default_factory=list)
+    file_lines: FileLines | None = None  # the whole source file's, kept by subsets
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -40,7 +60,8 @@ class LabeledData:
 
     def subset(self, indices) -> LabeledData:
         lines = [self.line_numbers[i] for i in indices] if self.line_numbers else []
-        return LabeledData([self.texts[i] for i in indices], [self.labels[i] for i in indices], self.source, lines)
+        texts, labels = [self.texts[i] for i in indices], [self.labels[i] for i in indices]
+        return LabeledData(texts, labels, self.source, lines, self.file_lines)
 
 
 class LabelMap:
@@ -81,7 +102,7 @@ _INT = re.compile(r"-?[0-9]+")
 
 
 def _is_int(text: str) -> bool:
-    # ASCII digits and one optional minus only: str.isdigit() takes "²" and lstrip("-") takes "--5", which int() refuses
+    # ASCII digits, one optional minus: isdigit() takes "²" and lstrip("-") takes "--5", which int() refuses
     return _INT.fullmatch(text) is not None
 
 
@@ -89,9 +110,19 @@ def _is_int(text: str) -> bool:
 
 
 def read_labeled(
-    path: str | Path, *, text_column: str | None = None, label_column: str | None = None, file_format: str | None = None
+    path: str | Path,
+    *,
+    text_column: str | None = None,
+    label_column: str | None = None,
+    file_format: str | None = None,
+    tsv_quoted: bool = False,
 ) -> LabeledData:
-    """Read a labeled file. Columns are given, or found by common names, or guessed for 2-column files."""
+    """Read a labeled file. Columns are given, or found by common names, or guessed for 2-column files.
+
+    TSV is split at every tab and quotes are part of the text, unless `tsv_quoted` asks for CSV quote
+    rules; CSV follows them. Every non-blank line becomes a row or an error that names it; rows that
+    read but look wrong (duplicates, labels seen once, too many labels) each give a `DataWarning`.
+    """
     path = Path(path)
     if not path.exists():
         raise DataError(f"data file {path} does not exist", "check the path")
@@ -103,14 +134,18 @@ def read_labeled(
     fmt = file_format or _guess_format(path, text)
     if fmt == "jsonl":
         data = _read_jsonl(path, text, text_column, label_column)
+    elif fmt == "tsv" and not tsv_quoted:
+        data = _read_table(path, *_tab_rows(text), "\t", text_column, label_column)
     elif fmt in ("csv", "tsv"):
-        data = _read_delimited(path, text, "\t" if fmt == "tsv" else ",", text_column, label_column)
+        delimiter = "\t" if fmt == "tsv" else ","
+        data = _read_table(path, *_quoted_rows(path, text, delimiter), delimiter, text_column, label_column)
     else:
         raise DataError(f"unknown data format {fmt!r}", f"use one of {', '.join(FORMATS)}")
     if not data.texts:
         raise DataError(
             f"data file {path} is empty (a header but no labeled rows)", "it needs one labeled example per line"
         )
+    _warn(data_warnings(data))
     return data
 
 
@@ -126,6 +161,15 @@ def _decode(path: Path) -> str:
         ) from None
 
 
+def _lines(text: str) -> list[str]:
+    """The file's lines, cut at "\n" only (a CRLF's "\r" dropped): str.splitlines also cuts at U+2028,
+    form feeds and other separators that a text (or a JSON string) may hold."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def _guess_format(path: Path, text: str) -> str:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson", ".json"):
@@ -134,16 +178,17 @@ def _guess_format(path: Path, text: str) -> str:
         return "tsv"
     if suffix == ".csv":
         return "csv"
-    first = next(line for line in text.splitlines() if line.strip())
+    first = next(line for line in _lines(text) if line.strip())
     if first.lstrip().startswith("{"):
         return "jsonl"
     return "tsv" if "\t" in first else "csv"
 
 
 def _read_jsonl(path: Path, text: str, text_column: str | None, label_column: str | None) -> LabeledData:
-    texts, labels, lines = [], [], []
+    texts, labels, numbers = [], [], []
     text_key = label_key = None
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = _lines(text)
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -164,36 +209,99 @@ def _read_jsonl(path: Path, text: str, text_column: str | None, label_column: st
             raise DataError(f"{path} line {number} has no {missing!r} field (fields: {', '.join(row)})")
         texts.append(_text_value(path, number, row[text_key]))
         labels.append(_label_value(path, number, row[label_key]))
-        lines.append(number)
-    return LabeledData(texts, labels, str(path), lines)
+        numbers.append(number)
+    blank = len(lines) - len(numbers)
+    return LabeledData(texts, labels, str(path), numbers, FileLines(len(lines), len(numbers), 0, blank))
 
 
-def _read_delimited(
-    path: Path, text: str, delimiter: str, text_column: str | None, label_column: str | None
-) -> LabeledData:
+# A row: its first line, its last line (later only when a quoted field holds line breaks), its fields.
+Row = tuple[int, int, list[str]]
+
+
+def _tab_rows(text: str) -> tuple[list[Row], FileLines]:
+    """TSV as most tools write it: fields split at every tab, no quoting (a quote is part of the text)."""
+    lines = _lines(text)
+    rows = [(n, n, line.split("\t")) for n, line in enumerate(lines, start=1) if line.strip()]
+    return rows, FileLines(len(lines), blank=len(lines) - len(rows))
+
+
+def _quoted_rows(path: Path, text: str, delimiter: str) -> tuple[list[Row], FileLines]:
+    """CSV quote rules (the csv module): a quoted field may hold the delimiter, quotes and line breaks."""
+    rows, blank, first = [], 0, 1
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    rows = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+    previous = csv.field_size_limit(_field_limit(len(text)))
+    try:
+        for cells in reader:
+            if any(cell.strip() for cell in cells):
+                rows.append((first, reader.line_num, cells))
+            else:
+                blank += reader.line_num - first + 1
+            first = reader.line_num + 1
+    except csv.Error as exc:
+        raise DataError(f"{path} line {reader.line_num}: {exc}", "check the quotes on that line") from None
+    finally:
+        csv.field_size_limit(previous)
+    return rows, FileLines(reader.line_num, blank=blank)
+
+
+def _field_limit(size: int) -> int:
+    # The csv module refuses fields over 131072 characters by default; a field is never longer than the file.
+    # The limit is a C long: 2**31 - 1 is the most every platform takes (Windows' long is 32 bits).
+    return max(csv.field_size_limit(), min(size + 1, 2**31 - 1))
+
+
+def _read_table(
+    path: Path, rows: list[Row], lines: FileLines, delimiter: str, text_column: str | None, label_column: str | None
+) -> LabeledData:
     if not rows:
         raise DataError(f"data file {path} is empty", "it needs one labeled example per line")
-    header = [cell.strip() for cell in rows[0][1]]
+    header = [cell.strip() for cell in rows[0][2]]
     if _looks_like_header(header, text_column, label_column):
         ti = header.index(_pick_column(path, header, text_column, TEXT_NAMES, "text"))
         li = header.index(_pick_column(path, header, label_column, LABEL_NAMES, "label"))
-        body = rows[1:]
+        body, lines = rows[1:], replace(lines, header=rows[0][1] - rows[0][0] + 1)
+        _check_widths(path, body, len(header), "the header", delimiter)
     else:
+        _check_widths(path, rows, len(header), "the first row", delimiter)
         ti, li = _headerless_columns(path, rows, text_column, label_column)
         body = rows
-    texts, labels, lines = [], [], []
-    for number, row in body:
-        if max(ti, li) >= len(row):
-            raise DataError(
-                f"{path} line {number} has {len(row)} columns, expected at least {max(ti, li) + 1}",
-                "quote fields that contain the delimiter",
-            )
-        texts.append(_text_value(path, number, row[ti]))
-        labels.append(_label_value(path, number, row[li]))
-        lines.append(number)
-    return LabeledData(texts, labels, str(path), lines)
+    texts = [_text_value(path, first, cells[ti]) for first, _, cells in body]
+    labels = [_label_value(path, first, cells[li]) for first, _, cells in body]
+    spanning = [(first, last) for first, last, _ in body if last > first]
+    if spanning:
+        _warn([_spanning_warning(path, spanning)])
+    return LabeledData(texts, labels, str(path), [first for first, _, _ in body], replace(lines, rows=len(body)))
+
+
+def _check_widths(path: Path, rows: list[Row], width: int, reference: str, delimiter: str) -> None:
+    """Every row has as many fields as `reference`, or one error names the rows that do not."""
+    bad = [(first, last, len(cells)) for first, last, cells in rows if len(cells) != width]
+    if not bad:
+        return
+    if delimiter == "\t":
+        hint = (
+            "TSV fields are cut at every tab and quotes are text: remove tabs inside texts, or fill in missing fields"
+        )
+    else:
+        hint = 'quote a text that holds a comma ("like, this") and close every opened quote'
+    if len(bad) == 1:
+        first, last, count = bad[0]
+        raise DataError(f"{path} {_where(first, last)} has {count} columns, {reference} has {width}", hint)
+    shown = ", ".join(f"{_where(first, last)} has {count}" for first, last, count in bad[:5])
+    more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+    raise DataError(f"{path}: {len(bad)} rows do not have the {width} columns {reference} has: {shown}{more}", hint)
+
+
+def _where(first: int, last: int) -> str:
+    return f"line {first}" if first == last else f"line {first} (a quoted field running to line {last})"
+
+
+def _spanning_warning(path: Path, spanning: list[tuple[int, int]]) -> str:
+    shown = ", ".join(f"lines {first}-{last}" for first, last in spanning[:5])
+    return (
+        f"{path}: {len(spanning)} rows run over several lines ({shown}): a quoted text with line breaks, "
+        "or a quote opened and closed far later"
+    )
 
 
 def _looks_like_header(first_row: list[str], text_column: str | None, label_column: str | None) -> bool:
@@ -224,17 +332,24 @@ def _pick_column(path: Path, columns: list[str], given: str | None, names: tuple
     )
 
 
-def _headerless_columns(path: Path, rows, text_column: str | None, label_column: str | None) -> tuple[int, int]:
-    width = len(rows[0][1])
+def _headerless_columns(path: Path, rows: list[Row], text_column: str | None, label_column: str | None):
+    width = len(rows[0][2])
     if text_column is not None and label_column is not None:
-        return int(text_column), int(label_column)
+        indexes = int(text_column), int(label_column)
+        if not all(0 <= i < width for i in indexes):
+            raise DataError(
+                f"{path} has {width} columns and no header: "
+                f"column indexes {text_column}, {label_column} are out of range",
+                f"pass --text-column and --label-column between 0 and {width - 1}",
+            )
+        return indexes
     if width != 2:
         raise DataError(
             f"{path} has no header row and {width} columns",
             "add a header (text,label) or pass --text-column and --label-column as 0-based indexes",
         )
     # Two columns without a header: the label column is the one with fewer distinct, shorter values.
-    columns = [[row[i] for _, row in rows if len(row) > i] for i in range(2)]
+    columns = [[cells[i] for _, _, cells in rows] for i in range(2)]
     score = [(len(set(col)), sum(map(len, col))) for col in columns]
     li = 0 if score[0] < score[1] else 1
     return 1 - li, li
@@ -255,6 +370,82 @@ def _label_value(path: Path, number: int, value) -> str:
     if not label:
         raise DataError(f"{path} line {number}: empty label", "every example needs a label")
     return label
+
+
+# ---------------------------------------------------------------------------------------- checks
+
+
+def data_warnings(data: LabeledData) -> list[str]:
+    """What looks wrong in rows that read fine, one line each: repeated texts (equal but for surrounding spaces),
+    too many labels, labels seen once."""
+    where = data.source
+    found = []
+    first_row: dict[str, int] = {}
+    repeats = []
+    for i, text in enumerate(data.texts):
+        key = text.strip()
+        if key in first_row:
+            repeats.append((i, first_row[key]))
+        else:
+            first_row[key] = i
+    if repeats:
+        i, j = repeats[0]
+        other = sum(data.labels[i] != data.labels[j] for i, j in repeats)
+        found.append(
+            f"{where}: {_count(len(repeats), 'text repeats', 'texts repeat')} an earlier row, "
+            f"{other} of them with another label "
+            f"(e.g. {_line(data, i)} repeats {_line(data, j)}): repeats weigh double and can land in train and dev"
+        )
+    counts = data.counts()
+    once = [label for label, n in counts.items() if n == 1]
+    if len(data) >= FEW_ROWS and len(counts) > len(data) / 2:
+        found.append(
+            f"{where}: {len(counts)} distinct labels in {len(data)} rows ({len(once)} seen once): "
+            "is the label column the right one? (--label-column names it)"
+        )
+    elif once:
+        rows = {label: i for i, label in enumerate(data.labels)}
+        shown = ", ".join(f"{label!r} ({_line(data, rows[label])})" for label in once[:5])
+        more = f" and {len(once) - 5} more" if len(once) > 5 else ""
+        said = "labels have" if len(once) > 1 else "label has"
+        found.append(
+            f"{where}: {len(once)} {said} one example only: {shown}{more}: too few to learn or to measure a class"
+        )
+    return found
+
+
+def overlap_warning(train: LabeledData, dev: LabeledData) -> str | None:
+    """One line when dev texts are also training texts (the dev score would flatter the model), else None."""
+    train_rows = {}
+    for i, text in enumerate(train.texts):
+        train_rows.setdefault(text.strip(), i)
+    shared = [(i, train_rows[t.strip()]) for i, t in enumerate(dev.texts) if t.strip() in train_rows]
+    if not shared:
+        return None
+    i, j = shared[0]
+    return (
+        f"{len(shared)} of {len(dev)} dev texts in {dev.source} are also training texts in {train.source} "
+        f"(e.g. dev {_line(dev, i)} is train {_line(train, j)}): the dev score will overstate the model"
+    )
+
+
+def warn_overlap(train: LabeledData, dev: LabeledData) -> None:
+    """Warn (`DataWarning`) when a separately read dev file shares texts with training."""
+    _warn([overlap_warning(train, dev)])
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _line(data: LabeledData, i: int) -> str:
+    return f"line {data.line_numbers[i]}" if data.line_numbers else f"row {i + 1}"
+
+
+def _warn(messages) -> None:
+    for message in messages:
+        if message:
+            warnings.warn(DataWarning(message), stacklevel=3)
 
 
 # ------------------------------------------------------------------------------------- splitting
@@ -286,9 +477,11 @@ def load_splits(
     seed: int = 0,
     text_column: str | None = None,
     label_column: str | None = None,
+    tsv_quoted: bool = False,
 ) -> tuple[LabeledData, LabeledData, LabelMap]:
     """Training data, dev data (read, or cut from training) and the label map; all checks done."""
-    train = read_labeled(train_path, text_column=text_column, label_column=label_column)
+    columns = {"text_column": text_column, "label_column": label_column, "tsv_quoted": tsv_quoted}
+    train = read_labeled(train_path, **columns)
     counts = train.counts()
     if len(counts) < 2:
         only = next(iter(counts))
@@ -298,8 +491,9 @@ def load_splits(
         )
     label_map = LabelMap.from_data(train)
     if dev_path is not None:
-        dev = read_labeled(dev_path, text_column=text_column, label_column=label_column)
+        dev = read_labeled(dev_path, **columns)
         label_map.check_known(dev, "dev")
+        warn_overlap(train, dev)
     else:
         train, dev = split_dev(train, fraction=dev_fraction, seed=seed)
     return train, dev, label_map

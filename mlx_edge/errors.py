@@ -111,6 +111,10 @@ class UnknownTokensWarning(UserWarning):
     """Many training tokens are unknown to the tokenizer: the model cannot read that text (the CLI prints one line)."""
 
 
+class DataWarning(UserWarning):
+    """A labeled file that reads but looks wrong: repeated texts, labels seen once, dev texts in training."""
+
+
 # Verdicts that are not exceptions: the command ran, and what it examined did not pass.
 CHECK_FAILED = 11
 BENCH_DISAGREEMENT = 14
