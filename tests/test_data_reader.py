@@ -9,7 +9,9 @@ import random
 import warnings
 
 import pytest
+from click.testing import CliRunner
 
+from mlx_edge.cli import main
 from mlx_edge.data import FileLines, LabeledData, LabelMap, load_splits, read_labeled
 from mlx_edge.errors import DataError, DataWarning
 
@@ -174,3 +176,26 @@ def test_odd_labels_and_out_of_range_columns_are_data_not_crashes(tmp_path):
         read_labeled(path, text_column="0", label_column="5")
     with pytest.raises(DataError, match=r"column indexes -1, 1 are out of range"):
         read_labeled(path, text_column="-1", label_column="1")
+
+
+def test_cli_data_counts_lines_and_lists_what_looks_wrong(tmp_path):
+    path = write(tmp_path / "q.tsv", QUOTES)
+    result = CliRunner().invoke(main, ["data", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"read {path}: 4 rows from 5 lines (1 header)" in result.output
+    assert "looks wrong" not in result.output  # clean data: no warning block
+    result = CliRunner().invoke(main, ["data", str(path), "--dev", str(path), "--json"])
+    summary = json.loads(result.output)
+    assert summary["train"]["file"] == {"lines": 5, "rows": 4, "header": 1, "blank": 0}
+    assert summary["dev"]["examples"] == 4
+    assert summary["warnings"] == [
+        f"4 of 4 dev texts in {path} are also training texts in {path} (e.g. dev line 2 is train line 2): "
+        "the dev score will overstate the model"
+    ]
+    bad = write(tmp_path / "bad.csv", "text,label\nfine,a\nnot, fine,b\n")
+    result = CliRunner().invoke(main, ["data", str(bad)])
+    assert result.exit_code == DataError.exit_code
+    assert result.output.strip().splitlines() == [
+        f'Error: {bad} line 3 has 3 columns, the header has 2 (quote a text that holds a comma ("like, this") '
+        "and close every opened quote)"
+    ]

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import warnings
+from dataclasses import asdict
 from pathlib import Path
 
 import click
 
 from mlx_edge.cli.options import with_columns
+from mlx_edge.errors import DataWarning
 
 
 @click.command()
@@ -35,8 +38,10 @@ def data(train, dev, dev_fraction, tokenizer_dir, seed, text_column, label_colum
     """Read a labeled file the way training will, and summarize it.
 
     CSV, TSV (with or without header) and JSONL; text and label columns are found by common
-    names (text/sentence/content/review, label/class/category) or given. Fails with one line
-    on anything training would fail on.
+    names (text/sentence/content/review, label/class/category) or given. TSV is split at every
+    tab (quotes are part of the text). Fails with one line on anything training would fail on;
+    says how many lines of each file became rows, and lists what reads but looks wrong
+    (repeated texts, labels seen once, dev texts that are also in training).
 
     \b
     Examples:
@@ -45,9 +50,14 @@ def data(train, dev, dev_fraction, tokenizer_dir, seed, text_column, label_colum
     """
     from mlx_edge.data import load_splits  # lazy: --help stays instant
 
-    train_data, dev_data, label_map = load_splits(
-        train, dev, dev_fraction=dev_fraction, seed=seed, text_column=text_column, label_column=label_column
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DataWarning)
+        train_data, dev_data, label_map = load_splits(
+            train, dev, dev_fraction=dev_fraction, seed=seed, text_column=text_column, label_column=label_column
+        )
+    for warning in caught:
+        if not issubclass(warning.category, DataWarning):  # someone else's: shown as it would have been
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     summary = {
         "train": {"path": str(train), "examples": len(train_data), "counts": dict(train_data.counts())},
         "dev": {
@@ -56,7 +66,12 @@ def data(train, dev, dev_fraction, tokenizer_dir, seed, text_column, label_colum
             "counts": dict(dev_data.counts()),
         },
         "labels": label_map.labels,
+        # a file read twice (--dev the training file) warns twice: once is enough
+        "warnings": list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, DataWarning))),
     }
+    files = [train_data] + ([dev_data] if dev is not None else [])
+    for split, part in zip(("train", "dev"), files):
+        summary[split]["file"] = asdict(part.file_lines)
     if tokenizer_dir is not None:
         import numpy as np  # lazy: --help stays instant
 
@@ -78,6 +93,8 @@ def data(train, dev, dev_fraction, tokenizer_dir, seed, text_column, label_colum
         click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
         return
     click.echo(f"labels ({len(label_map)}): {', '.join(label_map.labels)}")
+    for part in files:
+        click.echo(f"read {part.source}: {part.file_lines}")
     for split in ("train", "dev"):
         info = summary[split]
         counts = ", ".join(f"{k} {info['counts'].get(k, 0)}" for k in label_map.labels)
@@ -89,3 +106,7 @@ def data(train, dev, dev_fraction, tokenizer_dir, seed, text_column, label_colum
             f"  → --max-length {max(16, -(-t['p99'] // 8) * 8)} covers 99%"
         )
         click.echo(f"unknown tokens: {t['unknown_share']:.1%} of the training text's tokens")
+    if summary["warnings"]:
+        click.echo("looks wrong (training would still run):")
+        for line in summary["warnings"]:
+            click.echo(f"  - {line}")
