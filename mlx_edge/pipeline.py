@@ -248,7 +248,9 @@ def run_pipeline(
                 targets=targets_dir,
                 out=student_dir,
                 loop=LoopConfig.from_settings(ds),
-                **ds.kwargs("student", "init", "vocab", "layer_map", "max_length", "dev_fraction", "device"),
+                **ds.kwargs(
+                    "student", "init", "vocab", "vocab_extra", "layer_map", "max_length", "dev_fraction", "device"
+                ),
                 text_column=config.text_column,
                 label_column=config.label_column,
                 force=True,

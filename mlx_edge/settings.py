@@ -95,6 +95,7 @@ class DistillSettings(StageSettings):
     student: str = "tiny"
     init: str = "random"
     vocab: str = "auto"  # auto: seen+script for a new student, the student's own when continuing one
+    vocab_extra: int = 0  # the teacher's most likely pieces kept beyond the vocab mode's (Unigram only)
     layer_map: str | None = None
     max_length: int | None = None  # None: the targets cache's, else the teacher's
     epochs: int = 5

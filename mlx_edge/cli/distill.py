@@ -47,7 +47,8 @@ from mlx_edge.settings import DISTILL, DistillSettings
     default=DISTILL.init,
     show_default=True,
     help="random; embeddings: the teacher's word embeddings (PCA to a narrower student's width), the rest "
-    "random; teacher: embeddings and a subset of teacher layers (widths must match).",
+    "random; teacher: embeddings and a subset of teacher layers, cut to a narrower student's widths by "
+    "activation on the training data (its head count must match).",
 )
 @click.option(
     "--vocab",
@@ -57,6 +58,14 @@ from mlx_edge.settings import DISTILL, DistillSettings
     help="The student's vocabulary: the pieces the training data uses (seen), plus every single-character "
     "piece (seen+chars) or those of the scripts the data uses (seen+script; what auto means for a new "
     "student), or the teacher's whole vocabulary (all).",
+)
+@click.option(
+    "--vocab-extra",
+    type=click.IntRange(0),
+    default=DISTILL.vocab_extra,
+    show_default=True,
+    help="Also keep this many of the teacher's most likely pieces (Unigram scores) in the data's scripts, "
+    "so words the training data never showed keep their own embedding; each costs one row of the student's width.",
 )
 @click.option("--init-layers", callback=layer_list, default="", help="Teacher layers to copy (0-based), e.g. 1,3,5.")
 @click.option(
@@ -165,6 +174,7 @@ def distill(
     student,
     init,
     vocab,
+    vocab_extra,
     init_layers,
     layer_map,
     out,
@@ -219,6 +229,7 @@ def distill(
         student=student,
         init=init,
         vocab=vocab,
+        vocab_extra=vocab_extra,
         layer_map=layer_map,
         max_length=max_length,
         epochs=epochs,
@@ -262,6 +273,7 @@ def distill(
         student=student,
         init=init,
         vocab=vocab,
+        vocab_extra=vocab_extra,
         init_layers=init_layers or None,
         layer_map=layer_map,
         max_length=max_length,

@@ -20,6 +20,7 @@ from mlx.utils import tree_flatten
 
 from mlx_edge.data import LabelMap, bucketed_batches, collate, read_labeled, split_dev
 from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
+from mlx_edge.distill.shrink import ShrinkPlan, plan_shrink, selection_matrix
 from mlx_edge.distill.step import Trainable
 from mlx_edge.distill.student import init_student, parse_layer_map, student_config
 from mlx_edge.errors import DistillError, TargetsError, WorkMismatch
@@ -71,6 +72,7 @@ def distill(
     student: str = DISTILL.student,
     init: str = DISTILL.init,
     vocab: str = DISTILL.vocab,
+    vocab_extra: int = DISTILL.vocab_extra,
     init_layers: list[int] | None = None,
     layer_map: str | None = DISTILL.layer_map,
     max_length: int | None = DISTILL.max_length,
@@ -88,7 +90,8 @@ def distill(
     """Distill `teacher` into a `student` (preset, config JSON or directory) and write it to `out`.
 
     `vocab`: the student's vocabulary (models/prune.py): auto (seen+script for a new student, its
-    own for a continued one), seen, seen+chars, seen+script, or all (the teacher's, unpruned).
+    own for a continued one), seen, seen+chars, seen+script, or all (the teacher's, unpruned);
+    `vocab_extra` more of the teacher's most likely pieces in the data's scripts (a new student only).
     """
 
     loop = loop or LoopConfig()
@@ -136,7 +139,7 @@ def distill(
     )
 
     config, source = student_config(student, teacher_model.config)
-    plan = _vocab_plan(vocab, teacher, source, train_data.texts)
+    plan = _vocab_plan(vocab, teacher, source, train_data.texts, vocab_extra)
     if plan is not None:
         config = replace(config, vocab_size=len(plan.keep), pad_token_id=int(plan.remap[config.pad_token_id]))
     mapping = parse_layer_map(layer_map, config.num_hidden_layers, teacher_model.config.num_hidden_layers)
@@ -147,9 +150,13 @@ def distill(
         else _live_targets(teacher_model, mapping, terms_on, resolve_shards(loop.cpu_shards, loop.batch_size))
     )
 
+    shrink = None
+    if init == "teacher" and source is None and _narrower(config, teacher_model.config):
+        shrink = _plan_shrink(teacher_model, config, init_layers or list(mapping.values()), train_ids, tokenizer.pad_id)
+
     work = out.with_name(f".{out.name}.work")
     setup = fingerprint(
-        teacher, train, dev, targets, student, init, init_layers, mapping, max_length, loop, config, vocab
+        teacher, train, dev, targets, student, init, init_layers, mapping, max_length, loop, config, vocab, vocab_extra
     )
     resumed = _prepare_work(work, setup, restart)
     student_tokenizer = teacher
@@ -171,8 +178,14 @@ def distill(
         teacher_layers=init_layers,
         source=source,
         keep=None if plan is None else plan.keep,
+        shrink=shrink,
     )
     trainable = Trainable(model, teacher_model.config.hidden_size, "hidden" in terms_on, "embedding" in terms_on)
+    if shrink is not None:  # the projections start by putting each kept channel back where it came from
+        for proj in (trainable.hidden_proj, trainable.embedding_proj):
+            if proj is not None:
+                proj.weight = mx.array(selection_matrix(shrink.channels, teacher_model.config.hidden_size))
+                proj.bias = mx.zeros_like(proj.bias)
 
     teacher_pred, _ = _predict(teacher_model, dev_ids, tokenizer.pad_id)
 
@@ -255,10 +268,23 @@ def distill(
     return report
 
 
-def _vocab_plan(vocab: str, teacher: Path, source: Path | None, texts: list[str]) -> VocabPlan | None:
+def _narrower(student, teacher) -> bool:
+    return (student.hidden_size, student.intermediate_size) != (teacher.hidden_size, teacher.intermediate_size)
+
+
+def _plan_shrink(teacher_model, config, layers, teacher_ids, pad_id, rows: int = 256) -> ShrinkPlan:
+    """Rank the teacher's parts on a seeded sample of the training texts (shrink.py)."""
+    pick = np.random.default_rng(0).permutation(len(teacher_ids))[:rows]
+    input_ids, mask = collate([teacher_ids[i] for i in sorted(pick)], pad_id=pad_id)
+    return plan_shrink(teacher_model, config, layers, input_ids, mask)
+
+
+def _vocab_plan(vocab: str, teacher: Path, source: Path | None, texts: list[str], extra: int) -> VocabPlan | None:
     """None: the student reads the teacher's whole vocabulary."""
     if vocab == "all":
         return None
+    if extra and source is not None:
+        raise DistillError("--vocab-extra with a student to continue", "it keeps its own vocabulary: omit it")
     if source is not None:  # continuing a student: its own vocabulary (pruned or not)
         if vocab not in ("auto", "student"):
             raise DistillError(
@@ -266,7 +292,7 @@ def _vocab_plan(vocab: str, teacher: Path, source: Path | None, texts: list[str]
             )
         plan = plan_matching(teacher, source)
         return None if len(plan.keep) == plan.full_size else plan
-    return plan_vocab(teacher, texts, PRUNE_DEFAULT if vocab == "auto" else vocab)
+    return plan_vocab(teacher, texts, PRUNE_DEFAULT if vocab == "auto" else vocab, extra)
 
 
 def _student_ids(tokenizer_dir, teacher_train_ids, train_texts, dev_texts, plan, max_length, terms_on):

@@ -10,6 +10,7 @@ import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
+from mlx_edge.distill.shrink import ShrinkPlan, shrink_from_teacher
 from mlx_edge.errors import DistillError
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, init_weights
 from mlx_edge.models.checkpoint import load_config, load_model
@@ -106,10 +107,12 @@ def init_student(
     teacher_layers: list[int] | None = None,
     source: Path | None = None,
     keep: np.ndarray | None = None,
+    shrink: ShrinkPlan | None = None,
 ) -> BertForSequenceClassification:
     """A student initialized randomly, from a subset of teacher layers (DistilBERT), or from a directory.
 
     `keep`: the teacher's vocabulary rows a pruned student has (its word embeddings come from those rows).
+    `shrink`: for `teacher` mode with a student narrower than the teacher, the parts to keep (shrink.py).
     """
     if mode not in INIT_MODES:
         raise DistillError(f"unknown init {mode!r}", f"use one of {', '.join(INIT_MODES)}")
@@ -122,7 +125,9 @@ def init_student(
         return model
     model = BertForSequenceClassification(config)
     init_weights(model, seed=seed)
-    if mode == "teacher":
+    if mode == "teacher" and shrink is not None:
+        shrink_from_teacher(model, teacher, shrink, keep)
+    elif mode == "teacher":
         _copy_from_teacher(model, teacher, teacher_layers, keep)
     elif mode == "embeddings":
         _embeddings_from_teacher(model, teacher, keep)

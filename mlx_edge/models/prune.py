@@ -38,6 +38,7 @@ class VocabPlan:
     mode: str
     keep: np.ndarray  # old ids, ascending
     full_size: int
+    extra: int = 0  # of which the most likely pieces added beyond the mode's
 
     @property
     def remap(self) -> np.ndarray:
@@ -47,7 +48,7 @@ class VocabPlan:
         return table
 
     def to_dict(self) -> dict:
-        return {"mode": self.mode, "kept": int(len(self.keep)), "full": self.full_size}
+        return {"mode": self.mode, "extra": self.extra, "kept": int(len(self.keep)), "full": self.full_size}
 
 
 def pieces(tokenizer_json: dict) -> list[str]:
@@ -77,10 +78,17 @@ def _script(char: str) -> str:
     return name.split(" ")[0] if name else "UNNAMED"
 
 
-def plan_vocab(tokenizer_dir: Path, texts: list[str], mode: str = "seen+chars") -> VocabPlan:
-    """The rows to keep for a student trained on `texts` with the tokenizer of `tokenizer_dir`."""
+def plan_vocab(tokenizer_dir: Path, texts: list[str], mode: str = "seen+chars", extra: int = 0) -> VocabPlan:
+    """The rows to keep for a student trained on `texts` with the tokenizer of `tokenizer_dir`.
+
+    `extra`: also keep this many more pieces, the teacher's most likely ones (Unigram scores) among
+    those written only in the scripts of `texts`, so that words the training data never showed keep
+    their own row instead of splitting into smaller pieces.
+    """
     if mode not in MODES:
         raise ModelError(f"vocabulary mode {mode!r} is not one of {', '.join(MODES)}")
+    if extra < 0:
+        raise ModelError(f"extra pieces must be 0 or more, not {extra}")
     data = _read_tokenizer_json(tokenizer_dir)
     table = pieces(data)
     if mode == "all":
@@ -91,13 +99,34 @@ def plan_vocab(tokenizer_dir: Path, texts: list[str], mode: str = "seen+chars") 
     keep = {t["id"] for t in data.get("added_tokens", [])}
     for encoding in backend.encode_batch(list(texts)):
         keep.update(encoding.ids)
+    scripts = {_script(c) for t in texts for c in t if not c.isspace()}
     if mode != "seen":
-        scripts = {_script(c) for t in texts for c in t if not c.isspace()}
         for i, piece in enumerate(table):
             char = _char_of(piece)
             if char is not None and (mode == "seen+chars" or _script(char) in scripts or piece == "\u2581"):
                 keep.add(i)
-    return VocabPlan(mode, np.array(sorted(keep), dtype=np.int64), len(table))
+    if extra:
+        keep.update(_most_likely(data, table, scripts, keep, extra))
+    return VocabPlan(mode, np.array(sorted(keep), dtype=np.int64), len(table), extra)
+
+
+def _most_likely(data: dict, table: list[str], scripts: set[str], kept: set[int], count: int) -> list[int]:
+    """The `count` highest-scoring pieces not in `kept` whose characters are all of `scripts`."""
+    if data["model"]["type"] != "Unigram":
+        raise ModelError(
+            "extra vocabulary pieces are ranked by the tokenizer's piece scores, which only Unigram has",
+            "use --vocab-extra 0 with a WordPiece teacher (or --vocab seen+chars / all)",
+        )
+    scores = [score for _, score in data["model"]["vocab"]]
+    ranked = sorted(range(len(table)), key=lambda i: -scores[i])
+    out = []
+    for i in ranked:
+        text = table[i].replace("\u2581", "")
+        if i not in kept and text and all(_script(c) in scripts for c in text):
+            out.append(i)
+            if len(out) == count:
+                break
+    return out
 
 
 def plan_matching(full_dir: Path, student_dir: Path) -> VocabPlan:

@@ -1,0 +1,174 @@
+"""A narrower student cut from its teacher (distill/shrink.py) and extra likely vocabulary pieces (prune.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from mlx.utils import tree_flatten
+
+from mlx_edge.cli import main
+from mlx_edge.distill.shrink import ShrinkPlan, plan_shrink, selection_matrix, shrink_from_teacher
+from mlx_edge.distill.student import init_student
+from mlx_edge.errors import DistillError, ModelError
+from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, init_weights
+from mlx_edge.models.checkpoint import load_model
+from mlx_edge.models.prune import _script, plan_vocab
+from mlx_edge.models.tokenizer import load_tokenizer
+from tests.helpers.cli import assert_one_line_error
+from tests.helpers.tiny import CORPUS, build_tiny_bert, build_tiny_unigram_bert
+
+CONFIG = BertConfig(
+    vocab_size=60,
+    hidden_size=32,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=40,
+    id2label={0: "a", 1: "b", 2: "c"},
+)
+
+
+def _teacher(seed: int = 1) -> BertForSequenceClassification:
+    model = BertForSequenceClassification(CONFIG, fast_math=False)
+    init_weights(model, seed=seed)
+    model.eval()
+    return model
+
+
+def _batch(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(3, CONFIG.vocab_size, (4, 12)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, 9:] = 0
+    return ids, mask
+
+
+def _logits(model, ids, mask) -> np.ndarray:
+    return np.array(model(mx.array(ids), mx.array(mask)).logits)
+
+
+def test_a_plan_that_keeps_everything_in_another_order_computes_the_teacher_exactly():
+    # Every index the cut uses is exercised: a permuted residual stream, permuted dims inside each head
+    # and permuted FFN neurons describe the same function, so any slicing mistake changes the logits.
+    teacher, rng = _teacher(), np.random.default_rng(3)
+    heads, dim = CONFIG.num_attention_heads, CONFIG.head_dim
+
+    def per_head():
+        return np.stack([rng.permutation(dim) for _ in range(heads)])
+
+    plan = ShrinkPlan(
+        layers=[0, 1, 2],
+        channels=rng.permutation(CONFIG.hidden_size),
+        qk=[per_head() for _ in range(3)],
+        v=[per_head() for _ in range(3)],
+        neurons=[rng.permutation(CONFIG.intermediate_size) for _ in range(3)],
+    )
+    student = BertForSequenceClassification(CONFIG, fast_math=False)
+    shrink_from_teacher(student, teacher, plan)
+    student.eval()
+    ids, mask = _batch()
+    np.testing.assert_allclose(_logits(student, ids, mask), _logits(teacher, ids, mask), atol=1e-5)
+    # and the projection that undoes the channel order maps the student's hidden states onto the teacher's
+    t_out = teacher(mx.array(ids), mx.array(mask), output_hidden_states=True).hidden_states[-1]
+    s_out = student(mx.array(ids), mx.array(mask), output_hidden_states=True).hidden_states[-1]
+    back = np.array(s_out) @ selection_matrix(plan.channels, CONFIG.hidden_size).T
+    np.testing.assert_allclose(back, np.array(t_out), atol=1e-5)
+
+
+def test_the_plan_cuts_dead_parts_first():
+    teacher = _teacher()
+    weights = dict(tree_flatten(teacher.parameters()))
+    dead_channel, dead_neuron, dead_value = 5, 17, 2  # value dim 2 of head 1
+    new = {}
+    for name, value in weights.items():
+        v = np.array(value)
+        if name.startswith("bert.embeddings.") and "LayerNorm" not in name:
+            v[..., dead_channel] = 0
+        if "LayerNorm" in name:  # the channel's normalized output is exactly 0 everywhere
+            v[dead_channel] = 0
+        if name.endswith("intermediate.dense.weight"):
+            v[dead_neuron] = 0
+        if name.endswith("intermediate.dense.bias"):
+            v[dead_neuron] = -30.0  # GELU(-30) == 0
+        if "attention.self.value" in name:
+            v[CONFIG.head_dim + dead_value] = 0
+        new[name] = mx.array(v)
+    teacher.load_weights(list(new.items()))
+    narrow = replace(CONFIG, hidden_size=28, intermediate_size=60, num_hidden_layers=2)
+    ids, mask = _batch()
+    plan = plan_shrink(teacher, narrow, [0, 2], ids, mask)
+    assert dead_channel not in plan.channels and len(plan.channels) == 28
+    assert all(dead_neuron not in n and len(n) == 60 for n in plan.neurons)
+    assert all(dead_value not in v[1] and v.shape == (4, narrow.head_dim) for v in plan.v)
+    assert all(np.all(np.diff(v, axis=1) > 0) for v in plan.v)  # kept in their original order
+
+
+def test_a_cut_student_starts_close_to_its_teacher(trained_teacher, toy_data):
+    teacher = load_model(trained_teacher, require_head=True)
+    teacher.eval()
+    tokenizer = load_tokenizer(trained_teacher)
+    texts = [json.loads(line)["text"] for line in toy_data[1].read_text().splitlines()]
+    ids = tokenizer.encode_batch(texts, max_length=32)
+    width = max(len(x) for x in ids)
+    batch = np.full((len(ids), width), tokenizer.pad_id, np.int32)
+    mask = np.zeros_like(batch)
+    for i, x in enumerate(ids):
+        batch[i, : len(x)], mask[i, : len(x)] = x, 1
+    t = teacher.config
+    narrow = replace(t, hidden_size=t.hidden_size - t.num_attention_heads, intermediate_size=t.intermediate_size - 8)
+    plan = plan_shrink(teacher, narrow, list(range(t.num_hidden_layers)), batch, mask)
+    cut = init_student(narrow, mode="teacher", teacher=teacher, shrink=plan)
+    rand = init_student(narrow, mode="random", seed=0)
+    want = _logits(teacher, batch, mask).argmax(-1)
+    agree = {}
+    for name, model in (("cut", cut), ("random", rand)):
+        model.eval()
+        agree[name] = float(np.mean(_logits(model, batch, mask).argmax(-1) == want))
+    assert agree["cut"] >= 0.9 and agree["cut"] > agree["random"], agree
+
+
+def test_a_student_with_other_heads_cannot_be_cut(trained_teacher, toy_data, tmp_path):
+    config = tmp_path / "other.json"
+    config.write_text(
+        json.dumps({"num_hidden_layers": 1, "hidden_size": 24, "num_attention_heads": 3, "intermediate_size": 32})
+    )
+    result = CliRunner().invoke(
+        main,
+        ["distill", "--teacher", str(trained_teacher), "--train", str(toy_data[0]), "--student", str(config),
+         "--init", "teacher", "--out", str(tmp_path / "s"), "--max-steps", "1", "--quiet"],
+    )  # fmt: skip
+    assert_one_line_error(result, "heads")
+    with pytest.raises(DistillError, match="head count"):
+        plan_shrink(_teacher(), replace(CONFIG, num_attention_heads=2), [0], *_batch())
+
+
+def test_extra_pieces_are_the_most_likely_ones_in_the_data_scripts(tmp_path):
+    directory = build_tiny_unigram_bert(tmp_path / "u")
+    data = json.loads((directory / "tokenizer.json").read_text())
+    vocab = data["model"]["vocab"]
+    texts = [t for t in CORPUS if t.isascii()][:3]
+    base = plan_vocab(directory, texts, "seen+script")
+    more = plan_vocab(directory, texts, "seen+script", extra=5)
+    added = sorted(set(more.keep.tolist()) - set(base.keep.tolist()))
+    assert len(added) == 5 and more.to_dict()["extra"] == 5
+    scripts = {_script(c) for t in texts for c in t if not c.isspace()}
+
+    def in_scripts(i):
+        text = vocab[i][0].replace("\u2581", "")
+        return bool(text) and all(_script(c) in scripts for c in text)
+
+    assert all(in_scripts(i) for i in added)
+    left = [i for i in range(len(vocab)) if i not in set(more.keep.tolist()) and in_scripts(i)]
+    assert left, "the toy vocabulary should have candidates left over"
+    assert min(vocab[i][1] for i in added) >= max(vocab[i][1] for i in left)
+
+
+def test_extra_pieces_need_unigram_scores(tmp_path):
+    directory = build_tiny_bert(tmp_path / "w")
+    with pytest.raises(ModelError, match="Unigram"):
+        plan_vocab(directory, list(CORPUS[:3]), "seen+chars", extra=3)
