@@ -107,11 +107,15 @@ class ManifestError(MlxEdgeError):
     exit_code = 17
 
 
-class UnknownTokensWarning(UserWarning):
+class MlxEdgeWarning(UserWarning):
+    """Something that runs but looks wrong: the CLI prints it as one `warning:` line."""
+
+
+class UnknownTokensWarning(MlxEdgeWarning):
     """Many training tokens are unknown to the tokenizer: the model cannot read that text (the CLI prints one line)."""
 
 
-class DataWarning(UserWarning):
+class DataWarning(MlxEdgeWarning):
     """A labeled file that reads but looks wrong: repeated texts, labels seen once, dev texts in training."""
 
 

@@ -249,7 +249,15 @@ def run_pipeline(
                 out=student_dir,
                 loop=LoopConfig.from_settings(ds),
                 **ds.kwargs(
-                    "student", "init", "vocab", "vocab_extra", "layer_map", "max_length", "dev_fraction", "device"
+                    "student",
+                    "init",
+                    "vocab",
+                    "vocab_extra",
+                    "freeze_embeddings",
+                    "layer_map",
+                    "max_length",
+                    "dev_fraction",
+                    "device",
                 ),
                 text_column=config.text_column,
                 label_column=config.label_column,

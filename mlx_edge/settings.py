@@ -96,6 +96,7 @@ class DistillSettings(StageSettings):
     init: str = "random"
     vocab: str = "auto"  # auto: seen+script for a new student, the student's own when continuing one
     vocab_extra: int = 0  # the teacher's most likely pieces kept beyond the vocab mode's (Unigram only)
+    freeze_embeddings: bool = False  # the word-embedding table stays as initialized
     layer_map: str | None = None
     max_length: int | None = None  # None: the targets cache's, else the teacher's
     epochs: int = 5

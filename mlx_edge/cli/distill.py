@@ -67,6 +67,12 @@ from mlx_edge.settings import DISTILL, DistillSettings
     help="Also keep this many of the teacher's most likely pieces (Unigram scores) in the data's scripts, "
     "so words the training data never showed keep their own embedding; each costs one row of the student's width.",
 )
+@click.option(
+    "--freeze-embeddings",
+    is_flag=True,
+    help="Keep the word-embedding table as --init made it (the teacher's rows): pieces the training data "
+    "never shows, such as --vocab-extra's, stay in the same space as the rest.",
+)
 @click.option("--init-layers", callback=layer_list, default="", help="Teacher layers to copy (0-based), e.g. 1,3,5.")
 @click.option(
     "--layer-map",
@@ -175,6 +181,7 @@ def distill(
     init,
     vocab,
     vocab_extra,
+    freeze_embeddings,
     init_layers,
     layer_map,
     out,
@@ -230,6 +237,7 @@ def distill(
         init=init,
         vocab=vocab,
         vocab_extra=vocab_extra,
+        freeze_embeddings=freeze_embeddings,
         layer_map=layer_map,
         max_length=max_length,
         epochs=epochs,
@@ -274,6 +282,7 @@ def distill(
         init=init,
         vocab=vocab,
         vocab_extra=vocab_extra,
+        freeze_embeddings=freeze_embeddings,
         init_layers=init_layers or None,
         layer_map=layer_map,
         max_length=max_length,

@@ -9,7 +9,7 @@ import warnings
 
 import click
 
-from mlx_edge.errors import INTERRUPTED, MlxEdgeError, UnknownTokensWarning
+from mlx_edge.errors import INTERRUPTED, MlxEdgeError, MlxEdgeWarning
 
 
 class UserError(click.ClickException):
@@ -25,7 +25,7 @@ _library_showwarning = warnings.showwarning
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """Our own warnings as one line on stderr; everyone else's as Python prints them."""
-    if issubclass(category, UnknownTokensWarning):
+    if issubclass(category, MlxEdgeWarning):
         click.echo(f"warning: {message}", err=True)
     else:
         _library_showwarning(message, category, filename, lineno, file, line)

@@ -18,7 +18,7 @@ import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
-from mlx_edge.data import LabelMap, bucketed_batches, collate, read_labeled, split_dev
+from mlx_edge.data import LabelMap, bucketed_batches, collate, read_labeled, split_dev, warn_overlap
 from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
 from mlx_edge.distill.shrink import ShrinkPlan, plan_shrink, selection_matrix
 from mlx_edge.distill.step import Trainable
@@ -73,6 +73,7 @@ def distill(
     init: str = DISTILL.init,
     vocab: str = DISTILL.vocab,
     vocab_extra: int = DISTILL.vocab_extra,
+    freeze_embeddings: bool = DISTILL.freeze_embeddings,
     init_layers: list[int] | None = None,
     layer_map: str | None = DISTILL.layer_map,
     max_length: int | None = DISTILL.max_length,
@@ -92,6 +93,8 @@ def distill(
     `vocab`: the student's vocabulary (models/prune.py): auto (seen+script for a new student, its
     own for a continued one), seen, seen+chars, seen+script, or all (the teacher's, unpruned);
     `vocab_extra` more of the teacher's most likely pieces in the data's scripts (a new student only).
+    `freeze_embeddings`: the word-embedding table stays as initialized, so rows the training data never
+    reaches (extra pieces) stay in the same space as the rest.
     """
 
     loop = loop or LoopConfig()
@@ -110,6 +113,7 @@ def distill(
     if dev is not None:
         dev_data = read_labeled(dev, text_column=text_column, label_column=label_column)
         label_map.check_known(dev_data, "dev")
+        warn_overlap(train_data, dev_data)
     else:
         train_data, dev_data = split_dev(train_data, fraction=dev_fraction, seed=loop.seed)
 
@@ -156,7 +160,20 @@ def distill(
 
     work = out.with_name(f".{out.name}.work")
     setup = fingerprint(
-        teacher, train, dev, targets, student, init, init_layers, mapping, max_length, loop, config, vocab, vocab_extra
+        teacher,
+        train,
+        dev,
+        targets,
+        student,
+        init,
+        init_layers,
+        mapping,
+        max_length,
+        loop,
+        config,
+        vocab,
+        vocab_extra,
+        freeze_embeddings,
     )
     resumed = _prepare_work(work, setup, restart)
     student_tokenizer = teacher
@@ -181,6 +198,8 @@ def distill(
         shrink=shrink,
     )
     trainable = Trainable(model, teacher_model.config.hidden_size, "hidden" in terms_on, "embedding" in terms_on)
+    if freeze_embeddings:
+        model.bert.embeddings.word_embeddings.freeze()
     if shrink is not None:  # the projections start by putting each kept channel back where it came from
         for proj in (trainable.hidden_proj, trainable.embedding_proj):
             if proj is not None:
