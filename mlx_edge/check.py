@@ -1,10 +1,11 @@
 """`check_bundle`: verify an export bundle without a Mac, and report what failed.
 
-Names, shapes and dtypes against the manifest; sha256 of every file; a Unigram bundle's tokenizer spec
-against its tokenizer.json; the programs' weights against
-the student's; numeric alignment MLX student vs PyTorch mirror vs ONNX Runtime vs the converted
-mlprogram (run op by op in NumPy, and by CoreML itself on macOS); extreme inputs; the updatable
-head's spec and a NumPy simulation of MLUpdateTask on it.
+No path outside the bundle is read (a manifest path or a symlink that leads out is refused). Names,
+shapes and dtypes against the manifest; sha256 of every file; a Unigram bundle's tokenizer spec
+against its tokenizer.json; the labels and the vocabulary against what the models record
+(`bundle/trust.py`); the programs' weights against the student's; numeric alignment MLX student vs
+PyTorch mirror vs ONNX Runtime vs the converted mlprogram (run op by op in NumPy, and by CoreML
+itself on macOS); extreme inputs; the updatable head's spec and a NumPy simulation of MLUpdateTask on it.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from bridges.checks import CheckResult, check_files, check_io
-from mlx_edge.bundle.layout import manifest_problems, read_manifest
+from mlx_edge.bundle.layout import manifest_problems, read_manifest, refuse_escapes
 from mlx_edge.bundle.tokenizer_spec import check_tokenizer_spec
+from mlx_edge.bundle.trust import check_labels, check_vocabulary, read_specs
 from mlx_edge.bundle.verify import CheckReport, default_texts, load_student, verify_artifacts
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.runtime.devices import mlx_device
@@ -59,11 +61,15 @@ def check_bundle(
     )
     if problems:
         return report  # the rest reads fields the schema guarantees
+    refuse_escapes(bundle, manifest)  # BundleError before any file the manifest names is read
     report.results += check_files(bundle, manifest)
     report.results += check_io(bundle, manifest)
     report.results += check_tokenizer_spec(bundle, manifest)
     student, mirror, result = load_student(manifest, student_dir)
     report.results.append(result)
+    specs = read_specs(bundle, manifest)
+    report.results.append(check_labels(manifest, specs, student.config.labels if student is not None else None))
+    report.results.append(check_vocabulary(bundle, manifest, specs))
     tokenizer = load_tokenizer(bundle)
     texts = texts if texts is not None else default_texts(n_texts)
     report.results += verify_artifacts(

@@ -3,7 +3,8 @@
 safetensors -> PyTorch mirror (parity with MLX checked) -> `torch.jit.trace` -> coremltools:
 Encoder.mlpackage (ids -> embedding, logits), Classifier.mlpackage (ids -> probabilities), the
 updatable Head.mlmodel (embedding -> probs), model.onnx, tokenizer files (a Unigram student's also as
-the spec MLXEdgeKit tokenizes from, unigram_spec.json) and manifest.json. Everything
+the spec MLXEdgeKit tokenizes from, unigram_spec.json) and manifest.json; the CoreML models carry the
+labels and the tokenizer files' sha256 in their metadata, for `check` to hold the manifest to. Everything
 is written to a temporary directory beside `out_dir`, checked, and renamed into place at the end.
 """
 
@@ -33,9 +34,12 @@ from mlx_edge.bundle.layout import (
     FORMAT,
     FORMAT_VERSION,
     HEAD_FILE,
+    LABELS_KEY,
     MANIFEST,
     ONNX_FILE,
+    TOKENIZER_KEY,
     manifest_problems,
+    tokenizer_digests,
     tool_versions,
     weights_sha256,
 )
@@ -202,12 +206,15 @@ def _build(
     config = student.config
     tokenizer = load_tokenizer(student_dir)
     spec_file = _write_tokenizer_spec(tokenizer, student_dir, tmp)
+    tokenizer_files = copy_tokenizer_files(student_dir, tmp) + ([spec_file] if spec_file else [])
     weights = read_student_weights(student_dir)
     mirror = load_mirror(weights, config, source=student_dir)
     labels = config.labels
     versions = tool_versions()
     user = {
-        "mlx_edge.labels": json.dumps(labels, ensure_ascii=False),
+        LABELS_KEY: json.dumps(labels, ensure_ascii=False),
+        # `check` ties the bundle's vocabulary to the models with these: a manifest's own sha256 can be recomputed.
+        TOKENIZER_KEY: json.dumps(tokenizer_digests(tmp, tokenizer_files)),
         "mlx_edge.max_length": str(seq.max),
         "mlx_edge.sequence_length": str(seq),
         "mlx_edge.compute_units": compute_units,
@@ -300,7 +307,6 @@ def _build(
     step("onnx")
     onnx_info = export_onnx(mirror, tmp / ONNX_FILE, example_length=seq.max)
     programs["onnx"] = {"file": ONNX_FILE, "format": "onnx", **onnx_info}
-    tokenizer_files = copy_tokenizer_files(student_dir, tmp) + ([spec_file] if spec_file else [])
     bar.update()
 
     manifest = {

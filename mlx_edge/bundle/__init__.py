@@ -1,1 +1,3 @@
-"""The export bundle: its format (`layout`) and the checks of its models (`verify`). Export and check build on it."""
+"""The export bundle: its format and safe paths (`layout`), the checks of its models (`verify`), of a
+Unigram tokenizer spec (`tokenizer_spec`) and of what the app trusts in the manifest (`trust`).
+Export and check build on it."""

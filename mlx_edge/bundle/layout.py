@@ -1,12 +1,14 @@
 """The export bundle's format: file names, the manifest and its JSON schema, reading it back.
 
 `manifest.json` is the contract with the Swift side (schemas/bundle_manifest.schema.json); export
-writes it, check and the app read it.
+writes it, check and the app read it. Every path it names is relative and stays inside the bundle
+(`refuse_escapes`): check never reads a file outside the directory it was given.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -25,6 +27,11 @@ ENCODER_FILE, CLASSIFIER_FILE, HEAD_FILE, ONNX_FILE = (
     "model.onnx",
 )
 MANIFEST = "manifest.json"
+# User-defined metadata export writes into the CoreML models, so that check can compare what the
+# manifest claims with what the models were built with (a manifest can be edited and re-hashed).
+LABELS_KEY = "mlx_edge.labels"  # JSON list: the labels in the order of the models' outputs
+TOKENIZER_KEY = "mlx_edge.tokenizer_sha256"  # JSON object: tokenizer file -> sha256 at export
+FIX = "use the bundle as mlx-edge export wrote it, or export it again"
 FORMAT, FORMAT_VERSION = "mlx-edge-bundle", 1
 TOOLS = ("mlx", "torch", "coremltools", "onnx", "onnxruntime", "numpy", "tokenizers", "safetensors")
 
@@ -67,6 +74,7 @@ def read_manifest(bundle: Path) -> dict:
     path = bundle / "manifest.json"
     if not path.is_file():
         raise BundleError(f"{bundle} has no manifest.json", "pass the directory mlx-edge export wrote")
+    _refuse_outside(bundle.resolve(), path, "manifest.json")  # a link out of the bundle is not read
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
@@ -83,3 +91,55 @@ def sequence_lengths(manifest: dict):
     if s["kind"] == "range":
         return SequenceLengths("range", (s["min"], s["max"]))
     return SequenceLengths("fixed", (s["max"],))
+
+
+def tokenizer_digests(bundle: Path, names: list[str]) -> dict[str, str]:
+    """sha256 of each tokenizer file, as export records it in the models (`TOKENIZER_KEY`)."""
+    return {name: sha256_file(Path(bundle) / name) for name in names}
+
+
+def manifest_paths(manifest: dict) -> list[tuple[str, str]]:
+    """(where in the manifest, path) of every bundle path manifest.json names."""
+    tokenizer = manifest.get("tokenizer", {})
+    out = [("files key", path) for path in manifest.get("files", {})]
+    out += [(f"models.{key}.file", entry.get("file")) for key, entry in manifest.get("models", {}).items()]
+    out += [(f"tokenizer.files[{i}]", path) for i, path in enumerate(tokenizer.get("files", []))]
+    out += [(f"tokenizer.{key}", tokenizer[key]) for key in ("vocab_file", "spec_file") if tokenizer.get(key)]
+    return out
+
+
+def unsafe_path(path) -> str | None:
+    """Why `path` is not a plain relative path inside a bundle (None when it is): the rule of
+    MLXEdgeKit's `BundleManifest.isSafeRelativePath` (no absolute path, backslash, empty, . or .. part)."""
+    if not isinstance(path, str) or not path:
+        return "not a file name"
+    if path.startswith("/"):
+        return "an absolute path"
+    if "\\" in path:
+        return "written with backslashes"
+    part = next((p for p in path.split("/") if p in ("", ".", "..")), None)
+    if part is None:
+        return None
+    return f"a path with a {part!r} part" if part else "a path with an empty part"
+
+
+def refuse_escapes(bundle: Path, manifest: dict) -> None:
+    """BundleError unless every path the manifest names, and every symlink in the bundle, stays
+    inside `bundle`: checked before any of them is read."""
+    root = Path(bundle).resolve()
+    for where, path in manifest_paths(manifest):
+        problem = unsafe_path(path)
+        if problem:
+            raise BundleError(f"manifest.json {where} {path!r} is {problem}: a bundle names only its own files", FIX)
+        _refuse_outside(root, root / path, f"manifest.json {where} {path!r}")
+    for directory, dirs, files in os.walk(root):  # os.walk never enters a symlinked directory
+        for name in dirs + files:
+            link = Path(directory) / name
+            if link.is_symlink():
+                _refuse_outside(root, link, f"{link.relative_to(root).as_posix()} (a symlink)")
+
+
+def _refuse_outside(root: Path, path: Path, what: str) -> None:
+    target = path.resolve()
+    if target != root and root not in target.parents:
+        raise BundleError(f"{what} resolves to {target}, outside the bundle {root}", FIX)
