@@ -14,10 +14,10 @@ from mlx.utils import tree_flatten
 from mlx_edge.cli import main
 from mlx_edge.distill.shrink import ShrinkPlan, plan_shrink, selection_matrix, shrink_from_teacher
 from mlx_edge.distill.student import init_student
-from mlx_edge.errors import DistillError, ModelError
+from mlx_edge.errors import DistillError
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, init_weights
 from mlx_edge.models.checkpoint import load_model
-from mlx_edge.models.prune import _script, plan_vocab
+from mlx_edge.models.prune import _script, pieces, plan_vocab
 from mlx_edge.models.tokenizer import load_tokenizer
 from tests.helpers.cli import assert_one_line_error
 from tests.helpers.tiny import CORPUS, build_tiny_bert, build_tiny_unigram_bert
@@ -168,21 +168,16 @@ def test_extra_pieces_are_the_most_likely_ones_in_the_data_scripts(tmp_path):
     assert min(vocab[i][1] for i in added) >= max(vocab[i][1] for i in left)
 
 
-def test_extra_pieces_need_unigram_scores(tmp_path):
+def test_wordpiece_extra_pieces_follow_the_vocabulary_order(tmp_path):
     directory = build_tiny_bert(tmp_path / "w")
-    with pytest.raises(ModelError, match="Unigram"):
-        plan_vocab(directory, list(CORPUS[:3]), "seen+chars", extra=3)
-
-
-@pytest.mark.parametrize("frozen", [True, False])
-def test_frozen_embeddings_stay_the_teachers_rows(trained_teacher, toy_data, tmp_path, frozen):
-    out = tmp_path / "s"
-    args = ["distill", "--teacher", str(trained_teacher), "--train", str(toy_data[0]), "--dev", str(toy_data[1]),
-            "--student", "half", "--init", "teacher", "--vocab", "all", "--lr", "1e-2", "--max-steps", "3",
-            "--out", str(out), "--quiet"]  # fmt: skip
-    result = CliRunner().invoke(main, args + (["--freeze-embeddings"] if frozen else []))
-    assert result.exit_code == 0, result.output
-    name = "bert.embeddings.word_embeddings.weight"
-    teacher = dict(tree_flatten(load_model(trained_teacher).parameters()))[name]
-    student = dict(tree_flatten(load_model(out).parameters()))[name]
-    assert mx.array_equal(student, teacher) == frozen
+    texts = list(CORPUS[:3])
+    base = set(plan_vocab(directory, texts, "seen").keep.tolist())
+    added = sorted(set(plan_vocab(directory, texts, "seen", extra=4).keep.tolist()) - base)
+    tokens = pieces(json.loads((directory / "tokenizer.json").read_text()))
+    scripts = {_script(c) for t in texts for c in t if not c.isspace()}
+    candidates = [
+        i
+        for i, token in enumerate(tokens)
+        if i not in base and not token.startswith("[") and all(_script(c) in scripts for c in token.removeprefix("##"))
+    ]
+    assert added == candidates[:4]

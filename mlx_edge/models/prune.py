@@ -81,9 +81,9 @@ def _script(char: str) -> str:
 def plan_vocab(tokenizer_dir: Path, texts: list[str], mode: str = "seen+chars", extra: int = 0) -> VocabPlan:
     """The rows to keep for a student trained on `texts` with the tokenizer of `tokenizer_dir`.
 
-    `extra`: also keep this many more pieces, the teacher's most likely ones (Unigram scores) among
-    those written only in the scripts of `texts`, so that words the training data never showed keep
-    their own row instead of splitting into smaller pieces.
+    `extra`: also keep this many more pieces, the teacher's likeliest ones (Unigram scores; WordPiece:
+    vocabulary order) among those written only in the scripts of `texts`, so that words the training
+    data never showed keep their own row instead of splitting into smaller pieces.
     """
     if mode not in MODES:
         raise ModelError(f"vocabulary mode {mode!r} is not one of {', '.join(MODES)}")
@@ -111,17 +111,18 @@ def plan_vocab(tokenizer_dir: Path, texts: list[str], mode: str = "seen+chars", 
 
 
 def _most_likely(data: dict, table: list[str], scripts: set[str], kept: set[int], count: int) -> list[int]:
-    """The `count` highest-scoring pieces not in `kept` whose characters are all of `scripts`."""
-    if data["model"]["type"] != "Unigram":
-        raise ModelError(
-            "extra vocabulary pieces are ranked by the tokenizer's piece scores, which only Unigram has",
-            "use --vocab-extra 0 with a WordPiece teacher (or --vocab seen+chars / all)",
-        )
-    scores = [score for _, score in data["model"]["vocab"]]
-    ranked = sorted(range(len(table)), key=lambda i: -scores[i])
+    """The `count` likeliest pieces not in `kept` whose characters are all of `scripts`: by Unigram score,
+    or for WordPiece (no scores) in vocabulary order, which is frequency order in Google's BERT files."""
+    if data["model"]["type"] == "Unigram":
+        scores = [score for _, score in data["model"]["vocab"]]
+        ranked = sorted(range(len(table)), key=lambda i: -scores[i])
+    else:
+        ranked = range(len(table))
     out = []
     for i in ranked:
-        text = table[i].replace("\u2581", "")
+        text = table[i].replace("\u2581", "").removeprefix("##")
+        if text.startswith("[") and text.endswith("]"):  # [unused7], [MASK]: never a word
+            continue
         if i not in kept and text and all(_script(c) in scripts for c in text):
             out.append(i)
             if len(out) == count:
