@@ -2,8 +2,10 @@
 
     .venv/bin/python benchmarks/vocab_pruning.py [--teacher multilingual-e5-small] [--width 312]
 
-Plans each `--vocab` mode from train.jsonl, tokenizes dev+test (text the plan never saw) with the
-pruned tokenizer, and prints the share of <unk> tokens and the fp16 size of the embedding table.
+Plans each `--vocab` mode (and `seen+script` with `--vocab-extra` pieces) from train.jsonl, tokenizes
+dev+test (text the plan never saw) with the pruned tokenizer, and prints the share of <unk> tokens,
+the share of the teacher's dev+test tokens the student lacks (words that split into smaller pieces
+for it) and the fp16 size of the embedding table.
 """
 
 from __future__ import annotations
@@ -34,14 +36,23 @@ def main() -> None:
     teacher = Path(resolve_model(args.teacher))
     train = read_labeled(todo_split("train")).texts
     unseen = read_labeled(todo_split("dev")).texts + read_labeled(todo_split("test")).texts
-    print(f"| --vocab | pieces kept | <unk> on dev+test | embeddings {args.width} wide fp16 |")
-    print("| --- | --- | --- | --- |")
-    for mode in reversed(MODES):
-        plan = plan_vocab(teacher, train, mode)
+    full = [i for row in load_tokenizer(teacher).encode_batch(unseen, max_length=512) for i in row[1:-1]]
+    print(
+        f"| --vocab | pieces kept | <unk> on dev+test | teacher's dev+test tokens lacking | embeddings {args.width} wide fp16 |"
+    )
+    print("| --- | --- | --- | --- | --- |")
+    runs = [(mode, 0) for mode in MODES] + [("seen+script", extra) for extra in (4000, 8000, 16000)]
+    runs.sort(key=lambda run: (run[0] != "all", -run[1], run[0] != "seen+chars", run[0] == "seen"))
+    for mode, extra in runs:
+        plan = plan_vocab(teacher, train, mode, extra)
+        kept = set(plan.keep.tolist())
+        lacking = sum(i not in kept for i in full) / len(full)
         with tempfile.TemporaryDirectory() as tmp:
             write_pruned_tokenizer(teacher, Path(tmp), plan)
             share = unknown_share(Path(tmp), unseen)
-        print(f"| {mode} | {len(plan.keep):,} | {share:.3%} | {len(plan.keep) * args.width * 2 / 1e6:.1f} MB |")
+        name = mode + (f" --vocab-extra {extra}" if extra else "")
+        size = len(plan.keep) * args.width * 2 / 1e6
+        print(f"| {name} | {len(plan.keep):,} | {share:.3%} | {lacking:.2%} | {size:.1f} MB |")
 
 
 if __name__ == "__main__":
