@@ -22,7 +22,7 @@ from mlx_edge.cli import main
 from mlx_edge.distill.api import distill
 from mlx_edge.distill.loop import LoopConfig, Schedule
 from mlx_edge.distill.student import default_layer_map, init_student, parse_layer_map, student_config
-from mlx_edge.errors import DistillError, MlxEdgeError
+from mlx_edge.errors import DistillError, MlxEdgeError, MlxEdgeWarning
 from mlx_edge.models.checkpoint import load_model
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.teacher.label import label_targets
@@ -462,3 +462,31 @@ def _micro_path() -> Path:
     path = Path(tempfile.mkdtemp()) / "micro.json"
     path.write_text(json.dumps(MICRO))
     return path
+
+
+def test_a_teacher_retrained_in_place_starts_the_interrupted_run_over(trained_teacher, toy_data, micro_json, tmp_path):
+    teacher = tmp_path / "teacher"
+    shutil.copytree(trained_teacher, teacher)
+    common = dict(
+        teacher=teacher, train=toy_data[0], dev=toy_data[1], student=str(micro_json), progress=False,
+        loop=quick_loop(epochs=2, batch_size=16),
+    )  # fmt: skip
+
+    def interrupt(step, _terms):
+        if step == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        distill(out=tmp_path / "s", on_step=interrupt, **common)
+    assert (tmp_path / ".s.work" / "ckpt").is_dir()
+    # "retrain" the teacher in place: same path, other weights
+    weights = load_file(teacher / "model.safetensors")
+    weights = {k: v * 1.01 if v.dtype.kind == "f" else v for k, v in weights.items()}
+    save_file(weights, teacher / "model.safetensors", metadata={"format": "pt"})
+    with pytest.warns(MlxEdgeWarning, match="teacher weights changed since the interrupted run"):
+        report = distill(out=tmp_path / "s", **common)
+    assert not report.resumed and report.steps == 2 * 15
+    # same inputs again after an interruption: resumed
+    with pytest.raises(KeyboardInterrupt):
+        distill(out=tmp_path / "t", on_step=interrupt, **common)
+    assert distill(out=tmp_path / "t", **common).resumed

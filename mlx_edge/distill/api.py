@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -23,9 +24,9 @@ from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
 from mlx_edge.distill.shrink import ShrinkPlan, plan_shrink, selection_matrix
 from mlx_edge.distill.step import Trainable
 from mlx_edge.distill.student import init_student, parse_layer_map, student_config
-from mlx_edge.errors import DistillError, TargetsError, WorkMismatch
-from mlx_edge.fileio import fingerprint
-from mlx_edge.manifest import file_fingerprint, read_manifest, write_manifest
+from mlx_edge.errors import DistillError, MlxEdgeWarning, TargetsError, WorkMismatch
+from mlx_edge.fileio import fingerprint, sha256_file
+from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, read_manifest, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1
 from mlx_edge.models.checkpoint import load_model, save_model
 from mlx_edge.models.prune import VocabPlan, plan_matching, plan_vocab, write_pruned_tokenizer
@@ -159,23 +160,12 @@ def distill(
         shrink = _plan_shrink(teacher_model, config, init_layers or list(mapping.values()), train_ids, tokenizer.pad_id)
 
     work = out.with_name(f".{out.name}.work")
-    setup = fingerprint(
-        teacher,
-        train,
-        dev,
-        targets,
-        student,
-        init,
-        init_layers,
-        mapping,
-        max_length,
-        loop,
-        config,
-        vocab,
-        vocab_extra,
-        freeze_embeddings,
+    settings = fingerprint(
+        student, init, init_layers, mapping, max_length, loop, config, vocab, vocab_extra, freeze_embeddings
     )
-    resumed = _prepare_work(work, setup, restart)
+    inputs = _input_identity(teacher, train, dev, targets)
+    setup = fingerprint(settings, inputs)
+    resumed = _prepare_work(work, settings, inputs, restart)
     student_tokenizer = teacher
     if plan is not None:  # the student reads its own, pruned, tokenizer; the teacher keeps its own
         student_tokenizer = work / "tokenizer"
@@ -435,20 +425,51 @@ def _weights_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in Path(directory).glob("model*.safetensors"))
 
 
-def _prepare_work(work: Path, setup: str, restart: bool) -> bool:
-    """True when resuming an interrupted run of this very setup."""
+def _input_identity(teacher: Path, train: Path, dev: Path | None, targets: Path | None) -> dict:
+    """What the run learns from, by content: a teacher retrained in place, or a cache labeled again
+    under the same path, is another input (a resume key of paths would continue the old run)."""
+    return {
+        "teacher weights": file_hash_of_weights(teacher),
+        "teacher tokenizer": tokenizer_hash(teacher),
+        "teacher config": sha256_file(teacher / "config.json"),
+        "training data": sha256_file(Path(train)),
+        "dev data": sha256_file(Path(dev)) if dev is not None else None,
+        "targets": _files_hash(Path(targets), (MANIFEST_NAME, "index.json")) if targets is not None else None,
+    }
+
+
+def _files_hash(directory: Path, names) -> str:
+    return fingerprint(*[sha256_file(directory / n) if (directory / n).is_file() else None for n in names])
+
+
+def _prepare_work(work: Path, settings: str, inputs: dict, restart: bool) -> bool:
+    """True when resuming an interrupted run of this very setup. An interrupted run whose inputs
+    changed since is discarded with a warning that names them; one with other settings is an error
+    (the user may want it back: re-run with its options, or --restart)."""
     marker = work / "setup.json"
     if work.exists() and (restart or not marker.is_file()):
         shutil.rmtree(work)
     if work.exists():
-        if json.loads(marker.read_text())["setup"] != setup:
+        saved = json.loads(marker.read_text())
+        if saved.get("inputs") != inputs:
+            changed = [k for k in inputs if (saved.get("inputs") or {}).get(k) != inputs[k]]
+            warnings.warn(
+                MlxEdgeWarning(
+                    f"{', '.join(changed)} changed since the interrupted run in {work} started: "
+                    "starting over instead of resuming it"
+                ),
+                stacklevel=3,
+            )
+            shutil.rmtree(work)
+        elif saved.get("setup") != settings:
             raise WorkMismatch(
                 f"{work} holds an interrupted run with other settings",
                 "re-run with the same options to resume it, or pass --restart to discard it",
             )
-        return (work / "ckpt").exists() or (work / "ckpt-old").exists()
+        else:
+            return (work / "ckpt").exists() or (work / "ckpt-old").exists()
     work.mkdir(parents=True)
-    marker.write_text(json.dumps({"setup": setup}))
+    marker.write_text(json.dumps({"setup": settings, "inputs": inputs}))
     return False
 
 
