@@ -145,6 +145,8 @@ def test_a_student_with_other_heads_cannot_be_cut(trained_teacher, toy_data, tmp
     assert_one_line_error(result, "heads")
     with pytest.raises(DistillError, match="head count"):
         plan_shrink(_teacher(), replace(CONFIG, num_attention_heads=2), [0], *_batch())
+    with pytest.raises(DistillError, match="one teacher layer"):
+        plan_shrink(_teacher(), replace(CONFIG, hidden_size=28, num_hidden_layers=2), [0], *_batch())
 
 
 def test_extra_pieces_are_the_most_likely_ones_in_the_data_scripts(tmp_path):

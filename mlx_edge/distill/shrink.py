@@ -65,6 +65,12 @@ def plan_shrink(
 ) -> ShrinkPlan:
     """Rank the teacher's parts on one calibration batch (teacher ids, (B, L), and its 0/1 mask)."""
     check_shrinkable(student, teacher.config)
+    t_layers = teacher.config.num_hidden_layers
+    if len(layers) != student.num_hidden_layers or not all(0 <= j < t_layers for j in layers):
+        raise DistillError(
+            f"--init teacher: teacher layers {list(layers)} for a {student.num_hidden_layers}-layer student",
+            f"give --init-layers one teacher layer (0..{t_layers - 1}) per student layer, or a full --layer-map",
+        )
     was_training = teacher.training
     teacher.eval()
     try:
