@@ -51,7 +51,11 @@ extension BundleManifest {
                 name: "vocab_file", value: "null", reason: "MLXEdgeKit's BertTokenizer needs a WordPiece vocab.txt")
         }
         guard BundleManifest.isSafeRelativePath(name) else { throw BundleManifestError.invalidFilePath(name) }
-        return BundleManifest.url(of: name, in: bundleDirectory)
+        let url = BundleManifest.url(of: name, in: bundleDirectory)
+        guard BundleManifest.staysInside(url, bundleDirectory: bundleDirectory) else {
+            throw BundleManifestError.invalidFilePath("\(name) (a link that leads out of the bundle)")
+        }
+        return url
     }
 
     /// Where the Unigram spec (`tokenizer.spec_file`) is in the bundle folder.
@@ -61,7 +65,11 @@ extension BundleManifest {
                 name: "spec_file", value: "null", reason: "MLXEdgeKit's UnigramTokenizer needs the spec the exporter writes")
         }
         guard BundleManifest.isSafeRelativePath(name) else { throw BundleManifestError.invalidFilePath(name) }
-        return BundleManifest.url(of: name, in: bundleDirectory)
+        let url = BundleManifest.url(of: name, in: bundleDirectory)
+        guard BundleManifest.staysInside(url, bundleDirectory: bundleDirectory) else {
+            throw BundleManifestError.invalidFilePath("\(name) (a link that leads out of the bundle)")
+        }
+        return url
     }
 
     /// The one tokenizer file MLXEdgeKit reads: `tokenizer.vocab_file` (WordPiece) or
@@ -119,7 +127,12 @@ extension BundleManifest {
                 problems.append(BundleFileProblem(path: path, kind: .unreadable("unsafe path")))
                 continue
             }
-            let url = BundleManifest.url(of: path, in: bundleDirectory)
+            let link = BundleManifest.url(of: path, in: bundleDirectory)
+            let url = link.resolvingSymlinksInPath()  // a file's attributes, not a link's
+            guard BundleManifest.staysInside(link, bundleDirectory: bundleDirectory) else {
+                problems.append(BundleFileProblem(path: path, kind: .unreadable("a link that leads out of the bundle")))
+                continue
+            }
             var isDirectory: ObjCBool = false
             guard fileManager.fileExists(atPath: url.path, isDirectory: &isDirectory) else {
                 problems.append(BundleFileProblem(path: path, kind: .missing))
@@ -214,5 +227,14 @@ extension BundleManifest {
         var url = bundleDirectory
         for part in relativePath.split(separator: "/") { url.appendPathComponent(String(part)) }
         return url
+    }
+
+    /// Whether `url`, with every symbolic link on its way resolved, is still inside
+    /// `bundleDirectory` (itself resolved): a safe relative path can still lead out of the
+    /// bundle through a link, and the app must not read or ship what it points to.
+    public static func staysInside(_ url: URL, bundleDirectory: URL) -> Bool {
+        let root = bundleDirectory.resolvingSymlinksInPath().standardizedFileURL.path
+        let target = url.resolvingSymlinksInPath().standardizedFileURL.path
+        return target == root || target.hasPrefix(root.hasSuffix("/") ? root : root + "/")
     }
 }

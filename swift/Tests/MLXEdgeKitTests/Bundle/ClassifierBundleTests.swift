@@ -55,6 +55,24 @@ final class ClassifierBundleTests: XCTestCase {
         }
     }
 
+    func testAFileLinkedFromOutsideTheBundleIsRefused() throws {
+        // Same bytes, so size and digest pass: only where the link leads is wrong.
+        let copy = try bundleWithStandInModels()
+        let outside = FileManager.default.temporaryDirectory.appendingPathComponent("outside-\(UUID().uuidString)")
+        let head = BundleManifest.url(of: "Head.mlmodel", in: copy)
+        try FileManager.default.moveItem(at: head, to: outside)
+        defer { try? FileManager.default.removeItem(at: outside) }
+        try FileManager.default.createSymbolicLink(at: head, withDestinationURL: outside)
+        let problems = try Fixtures.bundleManifest().fileProblems(in: copy, only: Self.modelFilesNeededOnDevice, digests: false)
+        XCTAssertEqual(problems, [BundleFileProblem(path: "Head.mlmodel", kind: .unreadable("a link that leads out of the bundle"))])
+        // a link that stays inside the bundle is fine
+        try FileManager.default.removeItem(at: head)
+        let inside = copy.appendingPathComponent("head-copy.bin")
+        try FileManager.default.moveItem(at: outside, to: inside)
+        try FileManager.default.createSymbolicLink(at: head, withDestinationURL: inside)
+        XCTAssertEqual(try Fixtures.bundleManifest().fileProblems(in: copy, only: Self.modelFilesNeededOnDevice, digests: false), [])
+    }
+
     func testSizeAndDigestChecks() throws {
         let copy = try bundleWithStandInModels()
         XCTAssertEqual(try ClassifierBundle(directory: copy).labels, BundleManifestTests.labels) // .sizes passes
