@@ -84,7 +84,7 @@ class UnsupportedOpError(BundleError):
 
 
 class ConfigError(MlxEdgeError):
-    """A pipeline config that cannot be run as written."""
+    """Settings that cannot be run as written: a pipeline config, or values out of range or not fitting the model."""
 
     exit_code = 12
 
@@ -105,6 +105,19 @@ class ManifestError(MlxEdgeError):
     """A stage directory whose mlx_edge_manifest.json is unreadable or made by another stage."""
 
     exit_code = 17
+
+
+class OutputError(MlxEdgeError):
+    """An output path that cannot be written as asked: it exists (no --force), it is or holds an input,
+    or the file system refuses it (no permission, read-only, disk full, a file where a folder should be)."""
+
+    exit_code = 18
+
+
+class TeacherError(MlxEdgeError):
+    """A teacher training run that went bad (a NaN/inf loss)."""
+
+    exit_code = 19
 
 
 class MlxEdgeWarning(UserWarning):
@@ -138,11 +151,13 @@ EXIT_CODES = {
     ExportError.exit_code: "export: the bundle could not be made, or failed its own checks (nothing written)",
     BundleError.exit_code: "bundle: not an export bundle, or its programs cannot be read or evaluated",
     CHECK_FAILED: "check: the bundle was examined and at least one check failed",
-    ConfigError.exit_code: "config: a pipeline config that cannot be run as written",
+    ConfigError.exit_code: "config: settings that cannot be run as written (a pipeline config, or values out of range)",
     BenchError.exit_code: "bench: a benchmark that cannot be set up as asked",
     BENCH_DISAGREEMENT: "bench: backends disagree on the same inputs (no ranking is given)",
     AugmentError.exit_code: "augment: an output that cannot be written or holds another run's work",
     DOCTOR_UNUSABLE: "doctor: the install is not usable as it is",
     ManifestError.exit_code: "manifest: a stage directory's mlx_edge_manifest.json is unreadable or of another kind",
+    OutputError.exit_code: "output: --out cannot be written (it exists, is or holds an input, or the file system refuses it)",
+    TeacherError.exit_code: "teacher: a training run that went bad (a NaN/inf loss; nothing was written)",
     INTERRUPTED: "interrupted (Ctrl-C); re-running the same command resumes where it can",
 }
