@@ -6,9 +6,16 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
+import secrets
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from mlx_edge.errors import OutputError
+
+STAGING_SUFFIX = ".partial"
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -50,3 +57,72 @@ def fingerprint(*parts: Any) -> str:
         return x
 
     return hashlib.sha256(json.dumps([plain(p) for p in parts], sort_keys=True, default=str).encode()).hexdigest()
+
+
+def refuse_overwriting_inputs(out: Path, *inputs: Path | str | None) -> None:
+    """Refuse an `out` that is an input, holds one, or lies inside an input directory: replacing it
+    (--force) would delete the input, and writing into an input directory mixes an output into it.
+    Inputs that are None or not existing paths (a hub id, a preset name) are skipped."""
+    where = Path(out).expanduser().resolve()
+    for item in inputs:
+        if item is None or not Path(item).expanduser().exists():
+            continue
+        path = Path(item).expanduser().resolve()
+        if where == path or where in path.parents:
+            what = "is" if where == path else "holds"
+            raise OutputError(
+                f"--out {out} {what} the input {item}: replacing it would delete that input",
+                "choose an --out that holds none of the inputs",
+            )
+        if path.is_dir() and path in where.parents:
+            raise OutputError(f"--out {out} is inside the input directory {item}", "write it elsewhere")
+
+
+def staging_dir(out: Path) -> Path:
+    """A new hidden folder beside `out` to build it in (renamed into place when done). Its name
+    carries this process's id, so that `remove_stale_staging` can tell a killed run's from a live one's."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    while True:  # not tempfile.mkdtemp: its 0700 mode would stay on the finished directory
+        path = out.with_name(f".{out.name}.{os.getpid()}.{secrets.token_hex(4)}{STAGING_SUFFIX}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+
+
+def remove_stale_staging(out: Path) -> list[Path]:
+    """Delete what killed runs left beside `out`: `staging_dir`s (`.OUT.PID.XXXXXXXX.partial`; older
+    versions wrote `.OUT.XXXXXXXX.partial` and `.OUT.partial`) and folders set aside while replacing
+    it (`.OUT.old-PID`). One whose process still runs is kept. Returns what was deleted."""
+    out = Path(out)
+    if not out.parent.is_dir():
+        return []
+    name, suffix = re.escape(out.name), re.escape(STAGING_SUFFIX)
+    pattern = re.compile(rf"\.{name}(?:(?:\.(?:(?P<pid>\d+)\.)?[a-z0-9_]{{8}})?{suffix}|\.old-(?P<old>\d+))")
+    removed = []
+    for path in out.parent.iterdir():
+        match = pattern.fullmatch(path.name)
+        if match is None:
+            continue
+        owner = match.group("pid") or match.group("old")
+        if owner is not None and _alive(int(owner)):
+            continue
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() and not path.is_symlink() else path.unlink()
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    except OSError:
+        return False
+    return True
