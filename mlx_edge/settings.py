@@ -3,23 +3,67 @@
 The library functions (`train_teacher`, `label_targets`, `distill`, `export_bundle`, `augment`,
 `bench`) take these as keyword arguments with these defaults; the CLI options take their defaults
 from here; a `mlx-edge run` CONFIG.toml section is read into the stage's class, which refuses an
-unknown key. tests/test_settings.py fails if a default differs anywhere.
+unknown key. tests/test_settings.py fails if a default differs anywhere. Each class refuses a value
+out of its range (`LIMITS`, `CHOICES`) when it is made, so a config's `learning_rate = -1` stops
+before any work starts.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 from mlx_edge.errors import ConfigError
 
 
+class Limit(NamedTuple):
+    """The numbers a setting takes: `low` <= value <= `high`, or value > `above`; None: no bound.
+    Every number must also be finite (nan and inf pass comparisons that should stop them)."""
+
+    low: float | None = None
+    high: float | None = None
+    above: float | None = None
+
+    def allows(self, value: float) -> bool:
+        return (
+            math.isfinite(value)
+            and (self.low is None or value >= self.low)
+            and (self.high is None or value <= self.high)
+            and (self.above is None or value > self.above)
+        )
+
+    def __str__(self) -> str:
+        if self.above is not None:
+            return f"a finite number > {self.above:g}"
+        if self.high is None:
+            return f"a number >= {self.low:g}"
+        return f"a number from {self.low:g} to {self.high:g}"
+
+
+POSITIVE, AT_LEAST_1, NOT_NEGATIVE, SHARE = Limit(above=0), Limit(1), Limit(0), Limit(0, 1)
+MAX_LENGTH, DEV_FRACTION = Limit(8, 4096), Limit(0.01, 0.5)
+
+
 class StageSettings:
-    """Shared reading of a config section: known keys only, values of the field's type."""
+    """Shared reading of a config section: known keys only, values of the field's type, in range."""
+
+    LIMITS: ClassVar[dict[str, Limit]] = {}  # numeric settings (each item of a tuple); None passes
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def __post_init__(self):
+        for name, limit in self.LIMITS.items():
+            value = getattr(self, name)
+            for item in value if isinstance(value, tuple) else (value,):
+                if item is not None and not limit.allows(item):
+                    raise _BadValue(f"{name} = {value!r}", "is out of range", f"use {limit}")
+        for name, allowed in self.CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise _BadValue(f"{name} = {getattr(self, name)!r}", f"is not one of {', '.join(allowed)}")
 
     @classmethod
     def from_section(cls, section: dict[str, Any], where: str = "config"):
@@ -32,12 +76,23 @@ class StageSettings:
                 hint = f"did you mean {close[0]!r}? " if close else ""
                 raise ConfigError(f"unknown setting {key!r} in {where}", f"{hint}known: {', '.join(sorted(fields))}")
             values[key] = _coerce(value, fields[key], cls, where)
-        return cls(**values)
+        try:
+            return cls(**values)
+        except _BadValue as exc:
+            raise ConfigError(f"{exc.setting} in {where} {exc.problem}", exc.hint) from None
 
     def kwargs(self, *names: str) -> dict[str, Any]:
         """The settings as keyword arguments (all of them, or only `names`)."""
         out = dataclasses.asdict(self)
         return {k: out[k] for k in names} if names else out
+
+
+class _BadValue(ConfigError):
+    """A setting out of its range; `from_section` says where it was written."""
+
+    def __init__(self, setting: str, problem: str, hint: str | None = None):
+        super().__init__(f"{setting} {problem}", hint)
+        self.setting, self.problem = setting, problem
 
 
 def _coerce(value: Any, field: dataclasses.Field, cls: type, where: str) -> Any:
@@ -63,6 +118,18 @@ def _coerce(value: Any, field: dataclasses.Field, cls: type, where: str) -> Any:
 class TeacherTrainSettings(StageSettings):
     """`mlx-edge teacher train` / `train_teacher` / [teacher]."""
 
+    LIMITS = {
+        "epochs": AT_LEAST_1,
+        "batch_size": AT_LEAST_1,
+        "learning_rate": POSITIVE,
+        "max_length": MAX_LENGTH,
+        "warmup_ratio": SHARE,
+        "weight_decay": NOT_NEGATIVE,
+        "grad_accum": AT_LEAST_1,
+        "max_grad_norm": POSITIVE,
+        "dev_fraction": DEV_FRACTION,
+    }
+
     epochs: int = 3
     batch_size: int = 16
     learning_rate: float = 3e-5
@@ -81,6 +148,9 @@ class TeacherTrainSettings(StageSettings):
 class LabelSettings(StageSettings):
     """`mlx-edge teacher label` / `label_targets` / [label]. The MLX backend is the faster one here and on a Mac."""
 
+    LIMITS = {"batch_size": AT_LEAST_1, "max_length": MAX_LENGTH, "shard_size": AT_LEAST_1}
+    CHOICES = {"backend": ("torch", "mlx")}
+
     backend: str = "mlx"
     device: str = "auto"
     batch_size: int = 64
@@ -91,6 +161,29 @@ class LabelSettings(StageSettings):
 @dataclass(frozen=True)
 class DistillSettings(StageSettings):
     """`mlx-edge distill` / `distill` (and its LoopConfig) / [distill]."""
+
+    LIMITS = {
+        "vocab_extra": NOT_NEGATIVE,
+        "max_length": MAX_LENGTH,
+        "epochs": AT_LEAST_1,
+        "batch_size": AT_LEAST_1,
+        "learning_rate": POSITIVE,
+        "warmup_ratio": SHARE,
+        "weight_decay": NOT_NEGATIVE,
+        "grad_accum": AT_LEAST_1,
+        "max_grad_norm": POSITIVE,
+        "temperature": POSITIVE,
+        "two_stage": NOT_NEGATIVE,
+        "patience": AT_LEAST_1,
+        "checkpoint_every": AT_LEAST_1,
+        "max_steps": AT_LEAST_1,
+        "cpu_shards": Limit(1, 64),
+        "dev_fraction": DEV_FRACTION,
+    }
+    CHOICES = {
+        "vocab": ("auto", "seen", "seen+chars", "seen+script", "all"),
+        "attention_loss": ("mse", "kl"),
+    }
 
     student: str = "tiny"
     init: str = "random"
@@ -127,6 +220,14 @@ class DistillSettings(StageSettings):
 class ExportSettings(StageSettings):
     """`mlx-edge export` / `export_bundle` / [export]."""
 
+    LIMITS = {
+        "palettize_bits": Limit(1, 8),
+        "learning_rate": Limit(1e-5, 1.0),
+        "batch_size": AT_LEAST_1,
+        "epochs": AT_LEAST_1,
+        "n_texts": Limit(1, 600),
+    }
+
     seq_len: str | None = None  # None: the student's distilled max length
     precision: str = "fp16"
     compute_units: str = "CPU_AND_GPU"
@@ -150,6 +251,20 @@ class ExportSettings(StageSettings):
 class AugmentSettings(StageSettings):
     """`mlx-edge augment` / `augment`."""
 
+    LIMITS = {
+        "min_confidence": SHARE,
+        "shots": AT_LEAST_1,
+        "per_prompt": AT_LEAST_1,
+        "batch_size": AT_LEAST_1,
+        "max_rounds": AT_LEAST_1,
+        "max_tokens": AT_LEAST_1,
+        "temperature": NOT_NEGATIVE,
+        "top_p": SHARE,
+        "near_duplicate": SHARE,
+        "min_chars": AT_LEAST_1,
+        "max_chars": AT_LEAST_1,
+    }
+
     min_confidence: float = 0.0
     relabel: bool = False
     shots: int = 5
@@ -168,6 +283,18 @@ class AugmentSettings(StageSettings):
 @dataclass(frozen=True)
 class BenchSettings(StageSettings):
     """`mlx-edge bench` / `bench`."""
+
+    LIMITS = {
+        "seq_lens": AT_LEAST_1,
+        "infer_batches": AT_LEAST_1,
+        "train_batch": AT_LEAST_1,
+        "train_seq": Limit(2),
+        "warmup": NOT_NEGATIVE,
+        "repeats": AT_LEAST_1,
+        "budget_s": Limit(0.1),
+        "matmul_n": Limit(16),
+        "threads": AT_LEAST_1,
+    }
 
     model: str = "tiny"
     seq_lens: tuple[int, ...] = (32, 128)
