@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mlx_edge.cli.options import echo_err, with_columns
+from mlx_edge.cli.options import FiniteFloatRange, echo_err, with_columns
 from mlx_edge.settings import AUGMENT
 
 
@@ -54,7 +54,7 @@ def _class_list(ctx, param, value):
 )
 @click.option(
     "--min-confidence",
-    type=click.FloatRange(0, 1),
+    type=FiniteFloatRange(0, 1),
     default=AUGMENT.min_confidence,
     show_default=True,
     help="With --teacher: drop examples whose teacher confidence is below this.",
@@ -93,18 +93,18 @@ def _class_list(ctx, param, value):
 )
 @click.option(
     "--temperature",
-    type=click.FloatRange(0),
+    type=FiniteFloatRange(0),
     default=AUGMENT.temperature,
     show_default=True,
     help="Sampling temperature.",
 )
 @click.option(
-    "--top-p", type=click.FloatRange(0, 1), default=AUGMENT.top_p, show_default=True, help="Nucleus sampling mass."
+    "--top-p", type=FiniteFloatRange(0, 1), default=AUGMENT.top_p, show_default=True, help="Nucleus sampling mass."
 )
 @click.option("--seed", type=int, default=AUGMENT.seed, show_default=True, help="Seed for shot choice and sampling.")
 @click.option(
     "--near-duplicate",
-    type=click.FloatRange(0, 1),
+    type=FiniteFloatRange(0, 1),
     default=AUGMENT.near_duplicate,
     show_default=True,
     help="Jaccard similarity (words, or character bigrams for Chinese) at which texts count as duplicates.",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from mlx_edge.cli.options import echo_err
+from mlx_edge.cli.options import FiniteFloatRange, echo_err
 from mlx_edge.errors import BENCH_DISAGREEMENT
 from mlx_edge.settings import BENCH
 
@@ -115,7 +115,7 @@ def _names(allowed):
 @click.option(
     "--budget",
     "budget_s",
-    type=click.FloatRange(0.1),
+    type=FiniteFloatRange(0.1),
     default=BENCH.budget_s,
     show_default=True,
     help="Seconds of timed steps per workload and backend before repeats stop early.",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from mlx_edge.cli.options import with_columns
+from mlx_edge.cli.options import FiniteFloatRange, with_columns
 from mlx_edge.errors import DataWarning
 
 
@@ -18,7 +18,7 @@ from mlx_edge.errors import DataWarning
 @click.option("--dev", type=click.Path(path_type=Path), default=None, help="Dev file; else a stratified split is cut.")
 @click.option(
     "--dev-fraction",
-    type=click.FloatRange(0.01, 0.5),
+    type=FiniteFloatRange(0.01, 0.5),
     default=0.1,
     show_default=True,
     help="Share of training data kept for dev when no --dev is given.",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from mlx_edge.cli.options import device_option
+from mlx_edge.cli.options import FiniteFloatRange, device_option
 from mlx_edge.errors import CHECK_FAILED, MlxEdgeError
 from mlx_edge.settings import EXPORT
 
@@ -97,7 +97,7 @@ def _seq_len(ctx, param, value):
 )
 @click.option(
     "--learning-rate",
-    type=click.FloatRange(1e-5, 1.0),
+    type=FiniteFloatRange(1e-5, 1.0),
     default=EXPORT.learning_rate,
     show_default=True,
     help="Head learning rate baked into Head.mlmodel (apps may override within 1e-5..1).",

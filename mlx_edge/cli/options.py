@@ -5,11 +5,13 @@ Only click is imported here, so `mlx-edge --help` stays instant.
 
 from __future__ import annotations
 
+import errno
+import math
 import warnings
 
 import click
 
-from mlx_edge.errors import INTERRUPTED, MlxEdgeError, MlxEdgeWarning
+from mlx_edge.errors import INTERRUPTED, MlxEdgeError, MlxEdgeWarning, OutputError
 
 
 class UserError(click.ClickException):
@@ -31,6 +33,29 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
         _library_showwarning(message, category, filename, lineno, file, line)
 
 
+# What to do when the file system refuses a path, by errno; the rest get the last hint.
+_OS_HINTS = {
+    errno.EACCES: "no permission to write there: choose another --out, or fix the folder's permissions",
+    errno.EPERM: "no permission to write there: choose another --out, or fix the folder's permissions",
+    errno.EROFS: "the file system is read-only: choose another --out",
+    errno.ENOSPC: "the disk is full: free some space, or choose an --out on another disk",
+    errno.EDQUOT: "the disk quota is used up: free some space, or choose an --out on another disk",
+    errno.ENOTDIR: "a part of that path is a file, not a folder: choose another --out",
+    errno.EEXIST: "a file of that name stands where a folder is needed: choose another --out",
+    errno.EISDIR: "that path is a folder where a file was expected: choose another path",
+}
+
+
+def file_system_error(error: OSError) -> OutputError:
+    """An OSError of the file system (permission, read-only, disk full, a file in the way) as one line
+    that names the path; the library lets these through, as every stage writes through the same calls."""
+    where = error.filename if error.filename is not None else "a file"
+    also = f" (or {error.filename2})" if error.filename2 is not None else ""
+    reason = error.strerror or str(error)
+    hint = _OS_HINTS.get(error.errno, "check that the path is writable and the disk has space, or choose another --out")
+    return OutputError(f"cannot write {where}{also}: {reason}", hint)
+
+
 class Group(click.Group):
     def invoke(self, ctx):
         warnings.showwarning = _show_warning
@@ -38,9 +63,23 @@ class Group(click.Group):
             return super().invoke(ctx)
         except MlxEdgeError as error:
             raise UserError(error) from None
+        except OSError as error:  # not a bug of ours: the file system said no (click's own I/O errors aside)
+            if error.errno in (None, errno.EPIPE):
+                raise
+            raise UserError(file_system_error(error)) from None
         except KeyboardInterrupt:
             click.echo("\nInterrupted: run the same command again to resume where it can.", err=True)
             ctx.exit(INTERRUPTED)
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click.FloatRange that also refuses nan and inf (FloatRange lets nan through every bound)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 device_option = click.option(
@@ -82,14 +121,14 @@ def optimizer_options(settings):
     options = [
         click.option(
             "--warmup-ratio",
-            type=click.FloatRange(0, 1),
+            type=FiniteFloatRange(0, 1),
             default=settings.warmup_ratio,
             show_default=True,
             help="Share of steps with linear warmup; then linear decay.",
         ),
         click.option(
             "--weight-decay",
-            type=click.FloatRange(0),
+            type=FiniteFloatRange(0),
             default=settings.weight_decay,
             show_default=True,
             help="AdamW weight decay.",
@@ -103,7 +142,7 @@ def optimizer_options(settings):
         ),
         click.option(
             "--max-grad-norm",
-            type=click.FloatRange(0, min_open=True),
+            type=FiniteFloatRange(0, min_open=True),
             default=settings.max_grad_norm,
             show_default=True,
             help="Gradient clipping norm.",

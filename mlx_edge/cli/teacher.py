@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mlx_edge.cli.options import device_option, echo_err, layer_list, optimizer_options, with_columns
+from mlx_edge.cli.options import FiniteFloatRange, device_option, echo_err, layer_list, optimizer_options, with_columns
 from mlx_edge.settings import LABEL, TEACHER
 
 
@@ -44,7 +44,7 @@ def teacher():
 @click.option(
     "--lr",
     "learning_rate",
-    type=click.FloatRange(0, min_open=True),
+    type=FiniteFloatRange(0, min_open=True),
     default=TEACHER.learning_rate,
     show_default=True,
     help="Peak learning rate (AdamW).",
@@ -58,7 +58,7 @@ def teacher():
 )
 @click.option(
     "--dev-fraction",
-    type=click.FloatRange(0.01, 0.5),
+    type=FiniteFloatRange(0.01, 0.5),
     default=TEACHER.dev_fraction,
     show_default=True,
     help="Dev share when no --dev is given.",
