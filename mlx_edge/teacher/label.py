@@ -17,7 +17,8 @@ import mlx.core as mx
 import numpy as np
 
 from mlx_edge.data import bucketed_batches, collate, read_labeled
-from mlx_edge.errors import MlxEdgeError, ModelError, SetupMismatch, TargetsError
+from mlx_edge.errors import ConfigError, DataError, ModelError, SetupMismatch, TargetsError
+from mlx_edge.fileio import refuse_overwriting_inputs
 from mlx_edge.manifest import file_fingerprint, read_manifest, write_manifest
 from mlx_edge.models.checkpoint import load_model
 from mlx_edge.models.tokenizer import load_tokenizer
@@ -30,6 +31,7 @@ from mlx_edge.teacher.source import (
     check_local_model,
     file_hash_of_weights,
     head_labels,
+    load_classifier,
     tokenizer_hash,
     transformers_progress,
 )
@@ -69,7 +71,8 @@ def label_targets(
     """Write (or finish) a targets cache of `teacher` over the texts of `data` files, in order."""
     teacher, out = Path(teacher), Path(out)
     if backend not in BACKENDS:
-        raise MlxEdgeError(f"unknown backend {backend!r}", f"use one of {', '.join(BACKENDS)}")
+        raise ConfigError(f"unknown backend {backend!r}", f"use one of {', '.join(BACKENDS)}")
+    refuse_overwriting_inputs(out, teacher, *data)  # --force would delete it
     config = check_local_model(teacher)
     labels = head_labels(config)
     if labels is None:
@@ -178,7 +181,7 @@ def label_targets(
 
 def _read_texts(paths: list[Path], text_column, label_column):
     if not paths:
-        raise MlxEdgeError("no --data file given", "pass one or more labeled files with --data")
+        raise DataError("no --data file given", "pass one or more labeled files with --data")
     texts, labels, fingerprints = [], [], []
     for path in paths:
         part = read_labeled(path, text_column=text_column, label_column=label_column)
@@ -191,7 +194,7 @@ def _read_texts(paths: list[Path], text_column, label_column):
 def _check_layers(layers: list[int], low: int, high: int, option: str) -> list[int]:
     bad = [k for k in layers if not low <= k <= high]
     if bad:
-        raise MlxEdgeError(
+        raise ConfigError(
             f"{option} {bad} out of range: this teacher has layers {low}..{high}",
             f"choose layers between {low} and {high}",
         )
@@ -262,11 +265,10 @@ def _label_shard(forward, ids, rows, *, pad_id, batch_size, hidden_layers, atten
 
 def _torch_forward(teacher: Path, device: str, attention_layers: list[int]):
     import torch  # lazy: the MLX backend labels without torch
-    from transformers import AutoModelForSequenceClassification  # lazy: the MLX backend labels without transformers
 
     placement = torch_placement(device)
     kwargs = {"attn_implementation": "eager"} if attention_layers else {}
-    net = AutoModelForSequenceClassification.from_pretrained(teacher, **kwargs).to(placement.device).eval()
+    net = load_classifier(teacher, **kwargs).to(placement.device).eval()
 
     def forward(input_ids, mask, want_hidden, want_attn):
         with torch.no_grad():

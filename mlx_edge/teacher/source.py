@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from mlx_edge.errors import ModelError
@@ -11,6 +14,10 @@ from mlx_edge.fileio import sha256_file
 from mlx_edge.models.bert import BERT_LIKE_TYPES
 from mlx_edge.models.builtin import resolve_model
 from mlx_edge.models.checkpoint import read_config
+from mlx_edge.models.tokenizer import load_tokenizer
+
+# The files a tokenizer can be built from; without any, transformers makes a 5-token vocabulary.
+TOKENIZER_SOURCES = ("tokenizer.json", "vocab.txt", "tokenizer.model", "sentencepiece.bpe.model", "spiece.model")
 
 
 def is_local(model: str | Path) -> bool:
@@ -81,10 +88,11 @@ def load_for_training(
                 f"the model's labels {existing} differ from the data's labels {list(labels)}",
                 "start from the base model, or use data with the model's labels",
             )
+        check_tokenizer_files(path)
         source = str(path)
     else:
         source = model
-    try:
+    with loading_errors(model, local=is_local(model)):
         tokenizer = AutoTokenizer.from_pretrained(source, use_fast=True, trust_remote_code=trust_remote_code)
         net = AutoModelForSequenceClassification.from_pretrained(
             source,
@@ -93,22 +101,88 @@ def load_for_training(
             label2id={label: i for i, label in enumerate(labels)},
             **kwargs,
         )
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelError(f"{model} has no fast tokenizer", "mlx-edge needs a tokenizers-backed WordPiece tokenizer")
+    check_tokenizer_fits(tokenizer, net.config, model)
+    return net, tokenizer
+
+
+def load_classifier(model_dir: Path, **kwargs):
+    """A trained teacher directory as transformers' AutoModelForSequenceClassification (torch backend)."""
+    from transformers import AutoModelForSequenceClassification  # lazy: the MLX backend labels without transformers
+
+    with loading_errors(model_dir, local=True):
+        return AutoModelForSequenceClassification.from_pretrained(model_dir, **kwargs)
+
+
+@contextmanager
+def loading_errors(model: str | Path, *, local: bool) -> Iterator[None]:
+    """transformers' and torch's errors for a model that cannot load, as one ModelError line each."""
+    from safetensors import SafetensorError  # lazy: comes with transformers, which MLX teachers never need
+
+    try:
+        yield
     except OSError as exc:
-        if not is_local(model):
+        if not local:
             raise ModelError(
                 f"cannot load {model!r}: it is not a local directory and the Hugging Face hub "
                 "cannot be reached (offline or HF_HUB_OFFLINE=1)",
                 f"download it where there is network (hf download {model} --local-dir DIR) and pass that directory",
             ) from None
-        raise ModelError(f"cannot load {model}: {str(exc).splitlines()[0]}") from None
+        raise ModelError(f"cannot load {model}: {_first_line(exc)}") from None
+    except SafetensorError as exc:
+        raise ModelError(
+            f"cannot read the weights of {model}: {_first_line(exc)}",
+            "the file is damaged or truncated: copy or download the model again",
+        ) from None
+    except pickle.UnpicklingError:
+        raise ModelError(
+            f"{model}'s pytorch_model.bin holds more than tensors, so PyTorch's safe loader refuses it",
+            "convert it to model.safetensors where you trust the file, or use a model that ships safetensors",
+        ) from None
+    except RuntimeError as exc:  # transformers: weights whose shapes disagree with config.json
+        if "mismatched_sizes" in str(exc) or "size mismatch" in str(exc):
+            raise ModelError(
+                f"{model}: the weights' shapes disagree with its config.json",
+                "fix config.json or re-save the model",
+            ) from None
+        raise ModelError(f"cannot load {model}: {_first_line(exc)}") from None
     except ValueError as exc:  # e.g. remote code required, unknown architecture
         raise ModelError(
-            f"cannot load {model}: {str(exc).splitlines()[0]}",
+            f"cannot load {model}: {_first_line(exc)}",
             "pass --trust-remote-code only if you trust this model's code",
         ) from None
-    if not getattr(tokenizer, "is_fast", False):
-        raise ModelError(f"{model} has no fast tokenizer", "mlx-edge needs a tokenizers-backed WordPiece tokenizer")
-    return net, tokenizer
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def check_tokenizer_files(model_dir: Path) -> None:
+    """Refuse a model directory without a tokenizer (else every word becomes [UNK]) or with a broken one."""
+    if not any((model_dir / name).is_file() for name in TOKENIZER_SOURCES):
+        raise ModelError(
+            f"{model_dir} has no tokenizer files ({', '.join(TOKENIZER_SOURCES[:2])}): every word would be [UNK]",
+            "copy the tokenizer files of the base model next to its config.json",
+        )
+    if (model_dir / "tokenizer.json").is_file() or (model_dir / "vocab.txt").is_file():
+        load_tokenizer(model_dir)  # a ModelError for a damaged tokenizer.json
+
+
+def check_tokenizer_fits(tokenizer, config, model: str | Path) -> None:
+    """A tokenizer with real pieces whose ids all have a row in the model's embedding table."""
+    pieces = len(tokenizer) - len(set(tokenizer.all_special_ids))
+    if pieces <= 0:
+        raise ModelError(
+            f"{model}'s tokenizer has only its {len(tokenizer)} special tokens: every word would be [UNK]",
+            "copy the tokenizer files of the base model next to its config.json",
+        )
+    rows = getattr(config, "vocab_size", None)
+    if rows is not None and len(tokenizer) > rows:
+        raise ModelError(
+            f"{model}'s tokenizer has {len(tokenizer)} tokens but the model only {rows} embedding rows",
+            "the tokenizer files belong to another model: copy the model's own",
+        )
 
 
 def file_hash_of_weights(model_dir: Path) -> str:

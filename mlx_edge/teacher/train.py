@@ -23,15 +23,16 @@ import torch.distributed as tdist
 from torch.nn.parallel import DistributedDataParallel
 
 from mlx_edge.data import bucketed_batches, collate, load_splits
-from mlx_edge.errors import MlxEdgeError
+from mlx_edge.errors import OutputError, TeacherError
+from mlx_edge.fileio import refuse_overwriting_inputs, remove_stale_staging, staging_dir
 from mlx_edge.manifest import file_fingerprint, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1, majority_accuracy
 from mlx_edge.models.checkpoint import ensure_vocab_txt
 from mlx_edge.models.tokenizer import unknown_share, warn_unknown
 from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.devices import torch_placement
-from mlx_edge.settings import TEACHER
-from mlx_edge.teacher.source import load_for_training, transformers_progress
+from mlx_edge.settings import TEACHER, TeacherTrainSettings
+from mlx_edge.teacher.source import is_local, load_for_training, transformers_progress
 
 METRICS_NAME = "metrics.jsonl"
 
@@ -97,10 +98,25 @@ def train_teacher(
     """Fine-tune `model` (hub id, directory or built-in name) on labeled data; write the best epoch to `out`."""
 
     out = Path(out)
+    TeacherTrainSettings(  # refuses a value out of range (ConfigError) before any work
+        epochs=epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        max_length=max_length,
+        warmup_ratio=warmup_ratio,
+        weight_decay=weight_decay,
+        grad_accum=grad_accum,
+        max_grad_norm=max_grad_norm,
+        seed=seed,
+        device=device,
+        dev_fraction=dev_fraction,
+        trust_remote_code=trust_remote_code,
+    )
+    refuse_overwriting_inputs(out, train, dev, model if is_local(model) else None)  # --force would delete it
+    if out.exists() and not force:
+        raise OutputError(f"{out} already exists", "pass --force to replace it, or choose another --out")
     placement = torch_placement(device)
     dist = _init_distributed(placement.device)
-    if out.exists() and not force:
-        raise MlxEdgeError(f"{out} already exists", "pass --force to replace it, or choose another --out")
     torch_device = torch.device(f"cuda:{dist.local_rank}" if placement.device == "cuda" else placement.device)
     if placement.device == "cuda":
         torch.cuda.set_device(torch_device)
@@ -139,12 +155,12 @@ def train_teacher(
     autocast_dtype = getattr(torch, placement.autocast_dtype) if placement.autocast_dtype else None
     scaler = torch.amp.GradScaler("cuda") if placement.needs_grad_scaler else None
 
-    staging = out.with_name(f".{out.name}.partial")
+    staging = None
     if dist.main:
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
+        remove_stale_staging(out)  # what a killed run left (a live run's is kept)
+        staging = staging_dir(out)
     best = {"epoch": -1, "accuracy": -1.0, "macro_f1": -1.0}
-    seen, train_seconds = 0, 0.0
+    seen, train_seconds, step = 0, 0.0, 0
     lengths = np.array([len(x) for x in train_ids])
     for epoch in range(epochs):
         batches = bucketed_batches(lengths, batch_size, seed=seed, epoch=epoch)
@@ -164,8 +180,12 @@ def train_teacher(
             }
             with torch.autocast(device_type="cuda", dtype=autocast_dtype, enabled=autocast_dtype is not None):
                 loss = model_for_step(**inputs).loss / grad_accum
+            value = loss.item() * grad_accum
+            if not math.isfinite(value):
+                _stop_bad_loss(value, step + 1, epoch + 1, out, staging, learning_rate)
             (scaler.scale(loss) if scaler else loss).backward()
             if (i + 1) % grad_accum == 0 or i + 1 == len(batches):
+                step += 1
                 if scaler:
                     scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(net.parameters(), max_grad_norm)
@@ -176,7 +196,7 @@ def train_teacher(
                     optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
-            loss_sum += loss.item() * grad_accum
+            loss_sum += value
             seen += len(batch) * dist.world
             if bar is not None:
                 elapsed = train_seconds + time.perf_counter() - start
@@ -248,6 +268,16 @@ def train_teacher(
     if dist.world > 1:
         tdist.barrier()
     return result
+
+
+def _stop_bad_loss(value: float, step: int, epoch: int, out: Path, staging: Path | None, learning_rate: float):
+    """A NaN/inf loss: every later step would only spread it. Drop the unfinished teacher, leave `out` as it was."""
+    if staging is not None:
+        shutil.rmtree(staging, ignore_errors=True)
+    raise TeacherError(
+        f"step {step} (epoch {epoch}): loss went bad (loss={value}); training stopped and {out} is left as it was",
+        f"lower --lr (it was {learning_rate:g}), or check the data and the base model's weights",
+    )
 
 
 def _optimizer(net, learning_rate, weight_decay, warmup_ratio, total_steps):
