@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -46,7 +45,7 @@ from mlx_edge.bundle.layout import (
 from mlx_edge.bundle.tokenizer_spec import check_tokenizer_spec
 from mlx_edge.bundle.verify import default_texts, verify_artifacts
 from mlx_edge.errors import ExportError, ModelError
-from mlx_edge.fileio import atomic_write_json, sha256_file
+from mlx_edge.fileio import atomic_write_json, remove_stale_staging, sha256_file, staging_dir
 from mlx_edge.manifest import read_manifest
 from mlx_edge.models.checkpoint import copy_tokenizer_files, load_config, load_model
 from mlx_edge.models.tokenizer import load_tokenizer
@@ -126,8 +125,8 @@ def export_bundle(
     training = HeadTraining(optimizer=optimizer, learning_rate=learning_rate, batch_size=batch_size, epochs=epochs)
     texts = parity_texts if parity_texts is not None else default_texts(n_texts)
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    remove_stale_staging(out_dir)  # what a killed export left beside it (a live one's is kept)
+    tmp = staging_dir(out_dir)
     try:
         manifest = _build(
             student_dir,
