@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from mlx_edge.errors import DistillError
@@ -33,7 +34,7 @@ class Schedule:
             values = [float(p) for p in parts]
         except ValueError:
             raise DistillError(f"loss weight {text!r} is not a number or 'start:end'") from None
-        if len(values) not in (1, 2) or min(values) < 0:
+        if len(values) not in (1, 2) or not all(math.isfinite(v) and v >= 0 for v in values):
             raise DistillError(f"loss weight {text!r}: use W (constant) or START:END (linear), non-negative")
         return cls(values[0], values[1] if len(values) == 2 else None)
 
@@ -63,6 +64,27 @@ class LoopConfig:
     checkpoint_every: int = DISTILL.checkpoint_every
     max_steps: int | None = DISTILL.max_steps  # stop after this many optimizer steps (a trial, a benchmark)
     cpu_shards: int | None = DISTILL.cpu_shards  # CPU streams a step is split across; None: auto
+
+    def __post_init__(self):
+        on = {k for k, w in self.weights.items() if w.ever_on}
+        if not on & {"kd", "ce"}:
+            raise DistillError(
+                "every prediction loss weight is 0 (--kd-weight, --ce-weight): the student's classifier "
+                "would never learn the labels",
+                "give --kd-weight (soft targets) or --ce-weight (hard labels) a weight above 0",
+            )
+        if self.two_stage_epochs and not on - {"kd", "ce"}:
+            raise DistillError(
+                f"--two-stage {self.two_stage_epochs} trains only the intermediate losses first, and all of "
+                "their weights are 0 (--hidden-weight, --attention-weight, --embedding-weight)",
+                "give one of them a weight above 0, or drop --two-stage",
+            )
+        if self.two_stage_epochs >= self.epochs:
+            raise DistillError(
+                f"--two-stage {self.two_stage_epochs} leaves none of the {self.epochs} epochs to the "
+                "prediction losses: the classifier would never learn the labels",
+                f"use --two-stage below --epochs ({self.epochs})",
+            )
 
     @classmethod
     def from_settings(cls, s: DistillSettings) -> LoopConfig:

@@ -60,9 +60,22 @@ def student_config(spec: str, teacher: BertConfig) -> tuple[BertConfig, Path | N
         return config, path
     if path.is_file():
         try:
-            params = json.loads(path.read_text())
-        except ValueError as exc:
+            params = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
             raise DistillError(f"{path} is not valid JSON ({exc})") from None
+        if not isinstance(params, dict):
+            raise DistillError(f"{path} is not a JSON object of BERT config keys", 'e.g. {"num_hidden_layers": 4}')
+        bad = {
+            k: params[k]
+            for k in ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size")
+            if k in params and (type(params[k]) is not int or params[k] < 1)
+        }
+        if bad:
+            listed = ", ".join(f"{k} {v!r}" for k, v in bad.items())
+            raise DistillError(
+                f"student config {path}: {listed}: layer counts and sizes must be whole numbers >= 1",
+                "fix the JSON file",
+            )
         params = {**params, **shared, "model_type": "bert"}
         params.pop("num_labels", None)
         return BertConfig.from_dict(params), None
