@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import math
+import sys
 import warnings
 
 import click
@@ -56,16 +57,26 @@ def file_system_error(error: OSError) -> OutputError:
     return OutputError(f"cannot write {where}{also}: {reason}", hint)
 
 
+def _close_progress_bars() -> None:
+    """Close the bars a failing stage left open (tqdm keeps a set of them), so that the Error line
+    starts a line of its own instead of trailing a half-drawn bar."""
+    tqdm = sys.modules.get("tqdm")  # never imported: no bar was drawn
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+        bar.close()
+
+
 class Group(click.Group):
     def invoke(self, ctx):
         warnings.showwarning = _show_warning
         try:
             return super().invoke(ctx)
         except MlxEdgeError as error:
+            _close_progress_bars()
             raise UserError(error) from None
         except OSError as error:  # not a bug of ours: the file system said no (click's own I/O errors aside)
             if error.errno in (None, errno.EPIPE):
                 raise
+            _close_progress_bars()
             raise UserError(file_system_error(error)) from None
         except KeyboardInterrupt:
             click.echo("\nInterrupted: run the same command again to resume where it can.", err=True)
