@@ -26,22 +26,23 @@ class Schedule:
         return self.start > 0 or (self.end or 0) > 0
 
     @classmethod
-    def parse(cls, text: str | float) -> Schedule:
+    def parse(cls, text: str | float, name: str = "loss weight") -> Schedule:
+        """`name` says which weight in errors (e.g. --kd-weight)."""
         if isinstance(text, (int, float)):
-            return cls(float(text))
+            text = str(text)
         parts = str(text).split(":")
         try:
             values = [float(p) for p in parts]
         except ValueError:
-            raise DistillError(f"loss weight {text!r} is not a number or 'start:end'") from None
+            raise DistillError(f"{name} {text!r} is not a number or 'start:end'") from None
         if len(values) not in (1, 2) or not all(math.isfinite(v) and v >= 0 for v in values):
-            raise DistillError(f"loss weight {text!r}: use W (constant) or START:END (linear), non-negative")
+            raise DistillError(f"{name} {text!r}: use W (constant) or START:END (linear), finite and non-negative")
         return cls(values[0], values[1] if len(values) == 2 else None)
 
 
 def default_weights(s: DistillSettings) -> dict[str, Schedule]:
     """Each term's weight schedule from the settings' `<term>_weight` strings."""
-    return {k: Schedule.parse(getattr(s, f"{k}_weight")) for k in TERMS}
+    return {k: Schedule.parse(getattr(s, f"{k}_weight"), f"--{k}-weight") for k in TERMS}
 
 
 @dataclass

@@ -76,6 +76,13 @@ def student_config(spec: str, teacher: BertConfig) -> tuple[BertConfig, Path | N
                 f"student config {path}: {listed}: layer counts and sizes must be whole numbers >= 1",
                 "fix the JSON file",
             )
+        width = params.get("hidden_size", BertConfig.hidden_size)
+        heads = params.get("num_attention_heads", BertConfig.num_attention_heads)
+        if width % heads:
+            raise DistillError(
+                f"student config {path}: hidden_size {width} is not divisible by num_attention_heads {heads}",
+                "each head gets hidden_size / num_attention_heads dimensions: fix the JSON file",
+            )
         params = {**params, **shared, "model_type": "bert"}
         params.pop("num_labels", None)
         return BertConfig.from_dict(params), None
