@@ -72,8 +72,8 @@ def label_targets(
     teacher, out = Path(teacher), Path(out)
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}", f"use one of {', '.join(BACKENDS)}")
-    refuse_overwriting_inputs(out, teacher, *data)  # --force would delete it
     config = check_local_model(teacher)
+    refuse_overwriting_inputs(out, teacher, *data)  # --force would delete it
     labels = head_labels(config)
     if labels is None:
         raise ModelError(
