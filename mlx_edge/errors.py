@@ -101,6 +101,10 @@ class AugmentError(MlxEdgeError):
     exit_code = 15
 
 
+class AugmentMismatch(AugmentError):
+    """The output holds (part of) an augment run made with other settings."""
+
+
 class ManifestError(MlxEdgeError):
     """A stage directory whose mlx_edge_manifest.json is unreadable or made by another stage."""
 

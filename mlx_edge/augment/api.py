@@ -3,7 +3,9 @@
 One round: prompt the LLM for every class still short of `per_class` (or make token edits of the
 seeds when no LLM is given), parse the answers, drop duplicates and seed copies, let the teacher
 drop what it disagrees with or doubts, keep at most `per_class` per class, append, save state.
-The state file next to the output makes an interrupted run continue where it stopped.
+The state file next to the output makes an interrupted run continue where it stopped; it also
+holds the counts the report is made of (per class, per language, and the generator's tokens,
+seconds and peak memory), so a resumed run reports the whole run.
 """
 
 from __future__ import annotations
@@ -15,58 +17,24 @@ import random
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 from mlx_edge.augment.clean import TeacherJudge
 from mlx_edge.augment.dedup import Deduper
 from mlx_edge.augment.fallback import propose_edits
-from mlx_edge.augment.generate import Generator, check_llm, load_generator
+from mlx_edge.augment.generate import Generator, check_llm, load_generator, resolve_llm
 from mlx_edge.augment.parse import parse_answer
 from mlx_edge.augment.prompt import PROMPT_TEMPLATE, build_prompt, pick_shots
-from mlx_edge.data import LabelMap, read_labeled
-from mlx_edge.errors import AugmentError, DataError
+from mlx_edge.augment.report import COLUMNS as COLUMNS  # re-exported: the table's columns, read by tests
+from mlx_edge.augment.report import AugmentResult, ClassCounts, GeneratorStats, measure_generation
+from mlx_edge.data import LabelMap, language_of, read_labeled
+from mlx_edge.errors import AugmentError, AugmentMismatch, DataError
 from mlx_edge.fileio import atomic_write_json
 from mlx_edge.manifest import file_fingerprint, versions
 from mlx_edge.progress import progress_bar
 from mlx_edge.settings import AUGMENT
 from mlx_edge.teacher.source import check_local_model, file_hash_of_weights
-
-COLUMNS = ("generated", "duplicates", "disagreements", "low_confidence", "surplus", "kept")
-
-
-@dataclass
-class ClassCounts:
-    """Per class: `generated` and the drops count against the class asked for; `kept` is rows written."""
-
-    generated: int = 0
-    duplicates: int = 0  # exact or near copies of a kept example or of a seed
-    disagreements: int = 0  # the teacher's label differs (with relabel: kept under it when confident)
-    low_confidence: int = 0
-    surplus: int = 0  # good examples beyond --per-class (balancing)
-    kept: int = 0
-
-
-@dataclass
-class AugmentResult:
-    out: str
-    manifest: str
-    method: str
-    classes: dict[str, ClassCounts]
-    per_class: int
-    rounds: int
-    new_examples: int  # written by this run (the rest came from an earlier, interrupted run)
-    resumed: bool
-    seconds: float
-    short: list[str] = field(default_factory=list)  # classes still below per_class (max rounds reached)
-
-    @property
-    def complete(self) -> bool:
-        return not self.short
-
-    @property
-    def examples_per_second(self) -> float:
-        return self.new_examples / max(self.seconds, 1e-9)
 
 
 def sidecar_paths(out: Path) -> tuple[Path, Path]:
@@ -104,9 +72,9 @@ def augment(
 ) -> AugmentResult:
     """Write up to `per_class` new examples per class of `seeds` to `out` (JSONL {"text","label"}).
 
-    The LLM is `generator` (any object with `.name` and `.generate(prompts, ...)`) or `llm` (an
-    mlx-lm directory or hub id); with neither, token edits of the seeds. `on_round(round, kept)` is
-    called after each round has been saved.
+    The LLM is `generator` (any object with `.name`, `.tokens` and `.generate(prompts, ...)`) or `llm`
+    (a built-in name such as smollm2-135m-instruct, an mlx-lm directory or a hub id); with neither,
+    token edits of the seeds. `on_round(round, kept)` is called after each round has been saved.
     """
     seeds, out = Path(seeds), Path(out)
     if per_class < 1:
@@ -143,17 +111,18 @@ def augment(
     state = _start(out, manifest_path, state_path, setup, force)
     resumed = state["round"] > 0
     counts = {c: ClassCounts(**state["counts"].get(c, {})) for c in classes}
+    stats = GeneratorStats(**state.get("generator", {}))
     deduper = _deduper(by_class, out, near_duplicate, near_seeds=method == "llm")
 
     started, new = time.perf_counter(), 0
     short = [c for c in classes if counts[c].kept < per_class]
     if short and state["round"] < max_rounds:
         if method == "llm" and generator is None:
-            generator = load_generator(llm)
+            generator = load_generator(resolve_llm(llm, progress=progress))
         judge = None
         if teacher is not None:
             judge = TeacherJudge(teacher, classes=classes)
-        _write_manifest(manifest_path, setup, generator, counts, state["round"], done=False)
+        _write_manifest(manifest_path, setup, generator, counts, stats, state["round"], done=False)
         bar = progress_bar(
             per_class * len(classes),
             desc="augment",
@@ -167,6 +136,8 @@ def augment(
             if method == "llm":
                 candidates = _llm_round(
                     generator,
+                    stats,
+                    counts,
                     by_class,
                     short,
                     rng,
@@ -199,7 +170,7 @@ def augment(
                 relabel=relabel,
                 near_duplicate=near_duplicate,
             )
-            state = _append(out, state_path, state, rows, counts)
+            state = _append(out, state_path, state, rows, counts, stats)
             new += len(rows)
             if bar is not None:
                 bar.update(len(rows))
@@ -208,7 +179,7 @@ def augment(
             short = [c for c in classes if counts[c].kept < per_class]
         if bar is not None:
             bar.close()
-    _write_manifest(manifest_path, setup, generator, counts, state["round"], done=not short)
+    _write_manifest(manifest_path, setup, generator, counts, stats, state["round"], done=not short)
     return AugmentResult(
         str(out),
         str(manifest_path),
@@ -220,6 +191,11 @@ def augment(
         resumed,
         time.perf_counter() - started,
         short,
+        generator=stats,
+        llm=llm_name,
+        teacher=None if teacher is None else str(teacher),
+        min_confidence=min_confidence,
+        relabel=relabel,
     )
 
 
@@ -280,7 +256,7 @@ def _start(out: Path, manifest_path: Path, state_path: Path, setup: dict, force:
         old = manifest.get("setup") or {}
         if old != setup:
             changed = sorted(k for k in set(setup) | set(old) if old.get(k) != setup.get(k))
-            raise AugmentError(
+            raise AugmentMismatch(
                 f"{out} holds an augment run with other settings (differs in: {', '.join(changed)})",
                 "re-run the same command to continue it, or pass --force to start over",
             )
@@ -327,7 +303,12 @@ def _deduper(by_class: dict[str, list[str]], out: Path, threshold: float, *, nea
 
 
 def _append(
-    out: Path, state_path: Path, state: dict, rows: list[tuple[str, str]], counts: dict[str, ClassCounts]
+    out: Path,
+    state_path: Path,
+    state: dict,
+    rows: list[tuple[str, str]],
+    counts: dict[str, ClassCounts],
+    stats: GeneratorStats,
 ) -> dict:
     """Append a round's rows, then record it: a crash in between is cut back on resume."""
     with open(out, "a", encoding="utf-8") as f:
@@ -338,13 +319,20 @@ def _append(
         "round": state["round"] + 1,
         "out_bytes": out.stat().st_size,
         "counts": {c: asdict(v) for c, v in counts.items()},
+        "generator": asdict(stats),
     }
     atomic_write_json(state_path, state)
     return state
 
 
 def _write_manifest(
-    path: Path, setup: dict, generator, counts: dict[str, ClassCounts], rounds: int, done: bool
+    path: Path,
+    setup: dict,
+    generator,
+    counts: dict[str, ClassCounts],
+    stats: GeneratorStats,
+    rounds: int,
+    done: bool,
 ) -> None:
     manifest = _read_json(path) if path.is_file() else {}
     manifest.update(
@@ -356,6 +344,7 @@ def _write_manifest(
             "rounds": rounds,
             "complete": done,
             "report": {c: asdict(v) for c, v in counts.items()},
+            "generator": asdict(stats) if setup["method"] == "llm" else None,
         }
     )
     if generator is not None:
@@ -368,6 +357,8 @@ def _write_manifest(
 
 def _llm_round(
     generator,
+    stats,
+    counts,
     by_class,
     short,
     rng,
@@ -386,9 +377,15 @@ def _llm_round(
     """One batch of prompts spread over the classes still short; (asked class, text) candidates."""
     slots = [short[(number + i) % len(short)] for i in range(max(batch_size, 1))]
     prompts = [build_prompt(c, pick_shots(by_class[c], shots, rng), per_prompt) for c in slots]
-    answers = generator.generate(
-        prompts, max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed * 1_000_003 + number
+    answers = measure_generation(
+        stats,
+        generator,
+        lambda: generator.generate(
+            prompts, max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed * 1_000_003 + number
+        ),
     )
+    for c in slots:
+        counts[c].answers += 1
     return [
         (c, t)
         for c, answer in zip(slots, answers)
@@ -421,6 +418,7 @@ def _filter(
             if not relabel or said not in counts or confidence < min_confidence:
                 continue
             final = said
+            counts[label].relabeled += 1
         elif confidence < min_confidence:
             counts[label].low_confidence += 1
             continue
@@ -428,18 +426,8 @@ def _filter(
             counts[label].surplus += 1
             continue
         counts[final].kept += 1
+        language = language_of(text)
+        counts[final].languages[language] = counts[final].languages.get(language, 0) + 1
         deduper.add(text)
         rows.append((final, text))
     return rows
-
-
-def format_report(result: AugmentResult) -> str:
-    """The per-class table the CLI prints."""
-    width = max(8, *(len(c) for c in result.classes))
-    names = [col.replace("_", "-") for col in COLUMNS]
-    lines = [f"{'class':<{width}}" + "".join(f"  {name:>{len(name)}}" for name in names)]
-    total = ClassCounts(**{col: sum(getattr(c, col) for c in result.classes.values()) for col in COLUMNS})
-    for label, c in [*result.classes.items(), ("total", total)]:
-        cells = (f"  {getattr(c, col):>{len(name)}}" for col, name in zip(COLUMNS, names))
-        lines.append(f"{label:<{width}}" + "".join(cells))
-    return "\n".join(lines)

@@ -1,6 +1,7 @@
 """Text generators: the local LLM through mlx-lm, and a scripted one for tests.
 
-A generator answers a list of prompts (user messages) with a list of texts, one per prompt.
+A generator answers a list of prompts (user messages) with a list of texts, one per prompt, and
+counts the tokens it wrote in `tokens` (what the augment report's tokens/s is made of).
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from pathlib import Path
 from typing import Protocol
 
 import mlx.core as mx
+from mlx.utils import tree_flatten
 
 from mlx_edge.errors import ModelError
+from mlx_edge.models.builtin_llm import BUILTIN_LLMS, check_builtin_llm, ensure_builtin_llm, is_builtin_llm
 
 
 class Generator(Protocol):
     name: str
+    tokens: int  # written so far, over every call
 
     def generate(
         self, prompts: list[str], *, max_tokens: int, temperature: float, top_p: float, seed: int
@@ -29,6 +33,8 @@ class MlxLmGenerator:
     def __init__(self, model, tokenizer, name: str):
         self.model, self.tokenizer, self.name = model, tokenizer, name
         self.chat_template = bool(getattr(tokenizer, "has_chat_template", False))
+        self.tokens = 0
+        self.weight_bytes = sum(v.nbytes for _, v in tree_flatten(model.parameters()))
 
     def format(self, prompt: str) -> list[int]:
         if self.chat_template:
@@ -52,10 +58,21 @@ class MlxLmGenerator:
         except ImportError:  # an mlx-lm without batching: one prompt at a time
             batch_generate = None
         if batch_generate is not None and len(ids) > 1:
-            return list(batch_generate(self.model, self.tokenizer, ids, max_tokens=max_tokens, sampler=sampler).texts)
-        from mlx_lm import generate  # lazy: mlx-lm is needed only when an LLM writes examples
+            response = batch_generate(
+                self.model, self.tokenizer, ids, max_tokens=max_tokens, sampler=sampler, return_token_ids=True
+            )
+            self.tokens += sum(map(len, response.token_ids))
+            return list(response.texts)
+        from mlx_lm import stream_generate  # lazy: mlx-lm is needed only when an LLM writes examples
 
-        return [generate(self.model, self.tokenizer, prompt=p, max_tokens=max_tokens, sampler=sampler) for p in ids]
+        texts = []
+        for prompt in ids:
+            text, last = "", None
+            for last in stream_generate(self.model, self.tokenizer, prompt, max_tokens=max_tokens, sampler=sampler):
+                text += last.text
+            self.tokens += last.generation_tokens if last is not None else 0
+            texts.append(text)
+        return texts
 
 
 class ScriptedGenerator:
@@ -64,6 +81,7 @@ class ScriptedGenerator:
     def __init__(self, answer: Callable[[str, int], str], name: str = "scripted"):
         self.answer, self.name, self.calls = answer, name, 0
         self.chat_template = False
+        self.tokens = 0
         self.prompts: list[str] = []
 
     def generate(
@@ -72,6 +90,7 @@ class ScriptedGenerator:
         out = []
         for prompt in prompts:
             out.append(self.answer(prompt, self.calls))
+            self.tokens += len(out[-1].split())  # words stand in for tokens
             self.prompts.append(prompt)
             self.calls += 1
         return out
@@ -83,15 +102,24 @@ def is_local(llm: str) -> bool:
 
 
 def check_llm(llm: str) -> None:
-    """The cheap checks of a local LLM directory, done before anything is written."""
-    if is_local(llm):
+    """The cheap checks of a built-in name or a local LLM directory, done before anything is written."""
+    if is_builtin_llm(llm):
+        check_builtin_llm(llm)
+    elif is_local(llm):
         _check_llm_dir(Path(llm).expanduser())
 
 
+def resolve_llm(llm: str, *, progress: bool = True) -> str:
+    """A built-in generator's name -> its converted directory (converted on first use); anything else unchanged."""
+    return str(ensure_builtin_llm(llm, progress=progress)) if is_builtin_llm(llm) else llm
+
+
 def load_generator(llm: str) -> MlxLmGenerator:
-    """An mlx-lm model from a local directory or a hub id (mlx-lm downloads and caches it)."""
-    path = Path(llm).expanduser()
-    local = is_local(llm)
+    """An mlx-lm model from a built-in name (converted on first use), a local directory or a hub id
+    (mlx-lm downloads and caches it). On the CPU a quantized model is unpacked to float32 once."""
+    builtin = is_builtin_llm(llm)
+    path = Path(resolve_llm(llm)).expanduser()
+    local = builtin or is_local(llm)
     if local:
         _check_llm_dir(path)
     try:
@@ -102,9 +130,25 @@ def load_generator(llm: str) -> MlxLmGenerator:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ModelError(
             f"cannot load the LLM {llm}: {first}",
-            "pass an mlx-lm model directory or hub id, e.g. mlx-community/Qwen2.5-1.5B-Instruct-4bit",
+            f"pass {' or '.join(BUILTIN_LLMS)} (built in), an mlx-lm model directory or a hub id, "
+            "e.g. mlx-community/Qwen2.5-1.5B-Instruct-4bit",
         ) from None
+    if mx.default_device() == mx.cpu:
+        model = unpack_for_cpu(model)
     return MlxLmGenerator(model, tokenizer, llm)
+
+
+def unpack_for_cpu(model):
+    """Quantized layers -> float32 ones: MLX's CPU quantized matmul is ~10x slower than BLAS float32
+    (SmolLM2-135M 4-bit: 12 vs 125 prompt tokens/s on 2 cores); weights take 4-8x the memory."""
+    from mlx_lm.utils import dequantize_model  # lazy: mlx-lm is needed only when an LLM writes examples
+
+    if not any(k.endswith(".scales") for k, _ in tree_flatten(model.parameters())):
+        return model
+    model = dequantize_model(model)
+    model.set_dtype(mx.float32)
+    mx.eval(model.parameters())
+    return model
 
 
 def _check_llm_dir(path: Path) -> None:

@@ -35,5 +35,11 @@ def build_prompt(label: str, examples: list[str], count: int) -> str:
 
 
 def pick_shots(seeds: list[str], shots: int, rng: random.Random) -> list[str]:
-    """A different random handful of seeds for each prompt (more variety in the answers)."""
+    """A different random handful of seeds for each prompt (more variety in the answers), all of one
+    script when the class has two (CJK or not, drawn in proportion): a prompt then carries one clear
+    language instruction, which small models follow far better than "mix languages"."""
+    cjk = [t for t in seeds if has_cjk(t)]
+    if cjk and len(cjk) < len(seeds):
+        other = [t for t in seeds if not has_cjk(t)]
+        seeds = cjk if rng.random() < len(cjk) / len(seeds) else other
     return rng.sample(seeds, min(shots, len(seeds)))

@@ -37,7 +37,8 @@ def _class_list(ctx, param, value):
 @click.option(
     "--llm",
     default=None,
-    help="mlx-lm model directory or hub id (an instruct model). Omitted: token edits of the seeds, no LLM.",
+    help="An instruct LLM: smollm2-135m-instruct (built in, offline, English), an mlx-lm model directory or a "
+    "hub id. Omitted: token edits of the seeds, no LLM.",
 )
 @click.option(
     "--classes",
@@ -158,10 +159,12 @@ def augment(
     Examples:
       mlx-edge augment --seeds train.jsonl --llm mlx-community/Qwen2.5-1.5B-Instruct-4bit \\
           --per-class 200 --teacher teacher --min-confidence 0.7 --out synthetic.jsonl
+      mlx-edge augment --seeds train.jsonl --llm smollm2-135m-instruct --per-class 50 \\
+          --teacher teacher --min-confidence 0.5 --out synthetic.jsonl
       mlx-edge augment --seeds train.csv --per-class 50 --teacher teacher --out edits.jsonl
     """
     from mlx_edge.augment.api import augment as run_augment  # lazy: --help stays instant
-    from mlx_edge.augment.api import format_report  # lazy: --help stays instant
+    from mlx_edge.augment.report import format_details, format_report  # lazy: --help stays instant
 
     if llm is None:
         echo_err("no --llm given: making token edits of the seeds", quiet)
@@ -191,23 +194,7 @@ def augment(
         progress=not quiet,
     )
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "out": result.out,
-                    "manifest": result.manifest,
-                    "method": result.method,
-                    "rounds": result.rounds,
-                    "new_examples": result.new_examples,
-                    "resumed": result.resumed,
-                    "complete": result.complete,
-                    "short": result.short,
-                    "classes": {c: vars(v) for c, v in result.classes.items()},
-                },
-                indent=2,
-                ensure_ascii=False,
-            )
-        )
+        click.echo(json.dumps(result.summary(), indent=2, ensure_ascii=False))
         return
     click.echo(format_report(result))
     if result.resumed and not result.new_examples:
@@ -216,6 +203,7 @@ def augment(
             f"{result.out} already holds {kept} examples from {result.rounds} rounds; nothing to do"
             f" (manifest {result.manifest})"
         )
+        click.echo(format_details(result))
         for name in result.short:
             echo_err(f"warning: {name} has {result.classes[name].kept} of {per_class}: raise --max-rounds to continue")
         return
@@ -224,6 +212,7 @@ def augment(
         f"{result.new_examples} new examples written to {result.out}{resumed} in {result.rounds} rounds "
         f"({result.examples_per_second:.1f} examples/s); manifest {result.manifest}"
     )
+    click.echo(format_details(result))
     for name in result.short:
         echo_err(
             f"warning: {name} has {result.classes[name].kept} of {per_class} after {result.rounds} rounds "

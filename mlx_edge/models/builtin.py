@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -153,12 +154,12 @@ def locate(source: Source, name: str) -> Path:
         found = metadata.version(source.dist)
     except metadata.PackageNotFoundError:
         raise EnvironmentProblem(
-            f"the built-in teacher {name} is made from the {source.dist} package, which is not installed",
+            f"the built-in {name} is made from the {source.dist} package, which is not installed",
             source.pip,
         ) from None
     if found != source.version:
         raise EnvironmentProblem(
-            f"the built-in teacher {name} is made from {source.dist} {source.version}; {found} is installed",
+            f"the built-in {name} is made from {source.dist} {source.version}; {found} is installed",
             source.pip,
         )
     spec = importlib.util.find_spec(source.module)
@@ -210,7 +211,7 @@ def build(teacher: BuiltinTeacher, weights: Path, tokenizer: Path, final: Path) 
     check_source(weights, teacher.weights)
     check_source(tokenizer, teacher.tokenizer)
     final.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale(final)
+    remove_stale(final)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-{os.getpid()}-", dir=final.parent))
     try:
         convert_e5(weights, tokenizer, staging)
@@ -227,18 +228,19 @@ def build(teacher: BuiltinTeacher, weights: Path, tokenizer: Path, final: Path) 
             tokenizer_sha256=teacher.tokenizer.sha256,
             files=files,
         )
-        _publish(teacher, staging, final)
+        publish(staging, final, complete=lambda d: cache_problem(teacher, d) is None)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _publish(teacher: BuiltinTeacher, staging: Path, final: Path) -> None:
+def publish(staging: Path, final: Path, *, complete: Callable[[Path], bool]) -> None:
+    """Rename the finished `staging` directory to `final`; a complete `final` (another process's) is kept."""
     try:
         os.rename(staging, final)  # atomic; refused while `final` holds files
         return
     except OSError:
         pass
-    if cache_problem(teacher, final) is None:  # another process converted it meanwhile: keep theirs
+    if complete(final):  # another process converted it meanwhile: keep theirs
         return
     aside = final.with_name(f".{final.name}.old-{os.getpid()}-{time.monotonic_ns()}")
     os.rename(final, aside)
@@ -246,7 +248,7 @@ def _publish(teacher: BuiltinTeacher, staging: Path, final: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _remove_stale(final: Path) -> None:
+def remove_stale(final: Path) -> None:
     """Temporary siblings left by a conversion that was killed (their process is gone)."""
     for path in final.parent.glob(f".{final.name}.*-*"):
         pid = path.name[len(final.name) + 2 :].partition("-")[2].partition("-")[0]
