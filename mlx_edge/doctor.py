@@ -12,6 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 from mlx_edge.manifest import installed_version
 from mlx_edge.models.builtin import builtin_status
+from mlx_edge.models.builtin_llm import builtin_llm_status
 from mlx_edge.runtime.blas import blas_info
 from mlx_edge.runtime.devices import mlx_gpu_kind, torch_backends_available
 
@@ -63,6 +64,7 @@ class Report:
     blas: dict[str, object] = field(default_factory=dict)
     coreml_predict: dict[str, object] = field(default_factory=dict)
     builtin_teachers: list[dict[str, object]] = field(default_factory=list)  # informational: not part of usable
+    builtin_llms: list[dict[str, object]] = field(default_factory=list)  # augment --llm NAME; informational too
 
     @property
     def usable(self) -> bool:
@@ -151,6 +153,7 @@ def run_doctor() -> Report:
         blas=probe_blas(),
         coreml_predict=probe_coreml(),
         builtin_teachers=builtin_status(),
+        builtin_llms=builtin_llm_status(),
     )
 
 
@@ -182,5 +185,9 @@ def format_report(report: Report) -> str:
         lines.append(f"{'teachers' if i == 0 else '':<11}{t['name']}: {t['state']} ({t['path']})")
         if t["fix"]:
             lines.append(f"           fix: {t['fix']}")
+    for i, g in enumerate(report.builtin_llms):  # built-in generator names (mlx-edge augment --llm NAME)
+        lines.append(f"{'llms' if i == 0 else '':<11}{g['name']}: {g['state']} ({g['path']})")
+        if g["fix"]:
+            lines.append(f"           fix: {g['fix']}")
     lines.append("usable: yes" if report.usable else "usable: NO (fix the ERR lines above)")
     return "\n".join(lines)
