@@ -1,10 +1,10 @@
 """`mlx-edge run CONFIG.toml` and `mlx-edge demo`: the whole pipeline, one stage after another.
 
-teacher train (or a given teacher) → teacher label → distill → export → check. Each stage writes a
-directory in the workspace; `pipeline.json` there records a fingerprint of each finished stage
-(its settings, its inputs' hashes, the upstream stages' fingerprints), so a re-run skips stages
-that are up to date. Interrupted stages resume on their own (label: after the last shard;
-distill: from its last checkpoint, to the same weights).
+teacher train (or a given teacher) → augment (when configured) → teacher label → distill → export →
+check. Each stage writes a directory in the workspace; `pipeline.json` there records a fingerprint of
+each finished stage (its settings, its inputs' hashes, the upstream stages' fingerprints), so a re-run
+skips stages that are up to date. Interrupted stages resume on their own (augment: after its last
+round; label: after the last shard; distill: from its last checkpoint, to the same weights).
 """
 
 from __future__ import annotations
@@ -20,17 +20,19 @@ from typing import Any
 
 import numpy as np
 
+from mlx_edge.augment.api import augment as run_augment
+from mlx_edge.augment.report import AugmentResult, format_details
 from mlx_edge.check import check_bundle
 from mlx_edge.data import LabelMap, language_of, read_labeled
 from mlx_edge.distill.api import distill as run_distill
 from mlx_edge.distill.loop import LoopConfig
 from mlx_edge.distill.student import parse_layer_map, student_config
-from mlx_edge.errors import ConfigError, SetupMismatch, WorkMismatch
+from mlx_edge.errors import AugmentMismatch, ConfigError, SetupMismatch, WorkMismatch
 from mlx_edge.export import export_bundle
-from mlx_edge.fileio import atomic_write_json, fingerprint
+from mlx_edge.fileio import atomic_write_json, atomic_write_text, fingerprint
 from mlx_edge.models.checkpoint import load_config
 from mlx_edge.predict import predict_texts
-from mlx_edge.settings import DistillSettings, ExportSettings, LabelSettings, TeacherTrainSettings
+from mlx_edge.settings import AugmentSettings, DistillSettings, ExportSettings, LabelSettings, TeacherTrainSettings
 from mlx_edge.teacher.label import label_targets
 from mlx_edge.teacher.train import train_teacher
 
@@ -43,6 +45,7 @@ SECTIONS = {
     "pipeline": {"out", "device", "seed"},
     "data": {"train", "dev", "test", "text_column", "label_column"},
     "teacher": {"model", "dir"},
+    "augment": {"per_class", "llm"},
     "label": set(),
     "distill": set(),
     "export": set(),
@@ -50,6 +53,7 @@ SECTIONS = {
 }
 STAGE_SETTINGS = {
     "teacher": TeacherTrainSettings,
+    "augment": AugmentSettings,
     "label": LabelSettings,
     "distill": DistillSettings,
     "export": ExportSettings,
@@ -69,6 +73,7 @@ class PipelineConfig:
     device: str = "auto"
     seed: int = 0
     teacher: dict[str, Any] = field(default_factory=dict)  # model | dir, epochs, batch_size, learning_rate, max_length
+    augment: dict[str, Any] = field(default_factory=dict)  # per_class, llm, min_confidence, ...; empty: no stage
     label: dict[str, Any] = field(default_factory=dict)  # backend, batch_size, shard_size
     distill: dict[str, Any] = field(default_factory=dict)  # student, init, epochs, learning_rate, *_weight, ...
     export: dict[str, Any] = field(default_factory=dict)  # precision, quantize, seq_len, optimizer, ...
@@ -110,6 +115,9 @@ class PipelineConfig:
         for key in ("model", "dir"):  # a local path is relative to the config; a hub id is kept as is
             if key in teacher and (base / teacher[key]).exists():
                 teacher[key] = str(base / teacher[key])
+        augment = dict(raw.get("augment", {}))
+        if isinstance(augment.get("llm"), str) and (base / augment["llm"]).exists():
+            augment["llm"] = str(base / augment["llm"])
         return cls(
             out=rel(run.get("out", "mlx-edge-run")),
             train=rel(data["train"]),
@@ -120,6 +128,7 @@ class PipelineConfig:
             device=run.get("device", "auto"),
             seed=int(run.get("seed", 0)),
             teacher=teacher,
+            augment=augment,
             label=dict(raw.get("label", {})),
             distill=dict(raw.get("distill", {})),
             export=dict(raw.get("export", {})),
@@ -178,6 +187,7 @@ def run_pipeline(
         log(f"[{name}] done in {time.perf_counter() - start:.0f} s")
 
     data_fp = fingerprint(config.train, config.dev, config.text_column, config.label_column)
+    _check_augment(config)
 
     # 1. teacher
     t = config.teacher
@@ -206,6 +216,17 @@ def run_pipeline(
 
         stage("teacher", teacher_dir, teacher_fp, train)
 
+    # 1b. augment (when configured): synthetic rows cleaned by the teacher; label and distill then read
+    # the training file and them together, from one file the stage writes
+    train, text_column, label_column = config.train, config.text_column, config.label_column
+    if config.augment:
+        augment_dir = out / "augment"
+        train, text_column, label_column = augment_dir / "train+synthetic.jsonl", None, None
+        data_fp = fingerprint(data_fp, "augment", config.augment, teacher_fp, config.seed)
+        stage(
+            "augment", train, data_fp, lambda: log(format_details(_augment(config, teacher_dir, augment_dir, progress)))
+        )
+
     # 2. label: the teacher layers the distill losses need
     ds = stage_settings(config, "distill")
     hidden_layers, attention_layers = _layers_needed(teacher_dir, ds)
@@ -217,13 +238,13 @@ def run_pipeline(
         def attempt(force: bool):
             label_targets(
                 teacher=teacher_dir,
-                data=[config.train],
+                data=[train],
                 out=targets_dir,
                 **stage_settings(config, "label").kwargs(),
                 hidden_layers=hidden_layers,
                 attention_layers=attention_layers,
-                text_column=config.text_column,
-                label_column=config.label_column,
+                text_column=text_column,
+                label_column=label_column,
                 progress=progress,
                 force=force,
             )
@@ -243,7 +264,7 @@ def run_pipeline(
         def attempt(restart: bool):
             run_distill(
                 teacher=teacher_dir,
-                train=config.train,
+                train=train,
                 dev=config.dev,
                 targets=targets_dir,
                 out=student_dir,
@@ -259,8 +280,8 @@ def run_pipeline(
                     "dev_fraction",
                     "device",
                 ),
-                text_column=config.text_column,
-                label_column=config.label_column,
+                text_column=text_column,
+                label_column=label_column,
                 force=True,
                 restart=restart,
                 progress=progress,
@@ -298,8 +319,58 @@ def run_pipeline(
         outcomes.append(StageOutcome("check", "ran", time.perf_counter() - start, str(bundle_dir)))
 
     report = final_report(config, teacher_dir, student_dir, bundle_dir, check_report, outcomes)
+    if config.augment:
+        report["augment"] = _augment_summary(out / "augment" / "synthetic.jsonl")
     atomic_write_json(out / "report.json", report)
     return report
+
+
+def _check_augment(config: PipelineConfig) -> None:
+    """An [augment] section needs per_class, and a dev file: distill's own dev split would hold synthetic rows."""
+    if not config.augment:
+        return
+    per_class = config.augment.get("per_class")
+    if isinstance(per_class, bool) or not isinstance(per_class, int) or per_class < 1:
+        raise ConfigError(f"[augment] needs per_class = N (new examples per class, N >= 1), got {per_class!r}")
+    if not isinstance(config.augment.get("llm", ""), str):
+        raise ConfigError('[augment] llm must be a name, directory or hub id in quotes, e.g. "smollm2-135m-instruct"')
+    if config.dev is None:
+        raise ConfigError(
+            "[augment] needs [data] dev = FILE: without it distill takes its dev split from real and synthetic rows",
+            "add a dev file of real examples",
+        )
+
+
+def _augment(config: PipelineConfig, teacher_dir: Path, directory: Path, progress: bool) -> AugmentResult:
+    """Run (or resume) augment into `directory`, then write the training rows and the synthetic ones as one file."""
+    section = config.augment
+    kwargs = dict(
+        seeds=config.train,
+        out=directory / "synthetic.jsonl",
+        per_class=section["per_class"],
+        llm=section.get("llm"),
+        teacher=teacher_dir,
+        text_column=config.text_column,
+        label_column=config.label_column,
+        progress=progress,
+        **stage_settings(config, "augment").kwargs(),
+    )
+    try:
+        result = run_augment(**kwargs)  # resumes an interrupted run of this very setup
+    except AugmentMismatch:  # the work of older settings: this stage owns the directory, start over
+        result = run_augment(**kwargs, force=True)
+    real = read_labeled(config.train, text_column=config.text_column, label_column=config.label_column)
+    rows = [json.dumps({"text": t, "label": y}, ensure_ascii=False) for t, y in zip(real.texts, real.labels)]
+    synthetic = Path(result.out).read_text(encoding="utf-8")
+    atomic_write_text(directory / "train+synthetic.jsonl", "".join(r + "\n" for r in rows) + synthetic)
+    return result
+
+
+def _augment_summary(synthetic: Path) -> dict:
+    """Synthetic rows kept per class, from the augment manifest (a skipped stage's too)."""
+    manifest = json.loads(synthetic.with_name(synthetic.name + ".manifest.json").read_text(encoding="utf-8"))
+    kept = {label: counts["kept"] for label, counts in manifest["report"].items()}
+    return {"file": str(synthetic), "llm": manifest["setup"]["llm"], "kept": kept, "complete": manifest["complete"]}
 
 
 def _layers_needed(teacher_dir: Path, d: DistillSettings) -> tuple[list[int], list[int]]:
@@ -379,6 +450,10 @@ def format_report(report: dict) -> str:
         )
         for language, a in report.get("accuracy_by_language", {}).get(split, {}).items():
             lines.append(f"      {language} ({a['examples']}): teacher {a['teacher']:.1%}, student {a['student']:.1%}")
+    if "augment" in report:
+        a = report["augment"]
+        kept = ", ".join(f"{label} {n}" for label, n in a["kept"].items())
+        lines.append(f"augment ({a['llm'] or 'token edits'}): {sum(a['kept'].values())} synthetic rows ({kept})")
     p = report["parameters"]
     lines.append(
         f"size: teacher {p['teacher'] / 1e6:.1f}M parameters, student {p['student'] / 1e6:.1f}M"
