@@ -45,7 +45,13 @@ from mlx_edge.bundle.layout import (
 from mlx_edge.bundle.tokenizer_spec import check_tokenizer_spec
 from mlx_edge.bundle.verify import default_texts, verify_artifacts
 from mlx_edge.errors import ExportError, ModelError
-from mlx_edge.fileio import atomic_write_json, remove_stale_staging, sha256_file, staging_dir
+from mlx_edge.fileio import (
+    atomic_write_json,
+    refuse_overwriting_inputs,
+    remove_stale_staging,
+    sha256_file,
+    staging_dir,
+)
 from mlx_edge.manifest import read_manifest
 from mlx_edge.models.checkpoint import copy_tokenizer_files, load_config, load_model
 from mlx_edge.models.tokenizer import load_tokenizer
@@ -113,6 +119,7 @@ def export_bundle(
         raise ExportError(f"{out_dir} already exists", "pass --force to replace it, or choose another --out")
     if out_dir.resolve() == student_dir.resolve() or student_dir.resolve() in out_dir.resolve().parents:
         raise ExportError(f"--out {out_dir} is inside the student directory", "write the bundle elsewhere")
+    refuse_overwriting_inputs(out_dir, student_dir)  # --out PARENT_OF_STUDENT --force would delete the student
     if seq_len is None:
         seq_len = min((read_manifest(student_dir) or {}).get("max_length") or 128, config.max_position_embeddings)
     seq = parse_seq_len(seq_len, max_positions=config.max_position_embeddings)

@@ -165,6 +165,7 @@ def run_pipeline(
     config: PipelineConfig, *, progress: bool = True, log: Callable[[str], None] = lambda message: None
 ) -> dict:
     """Run every stage that is not up to date; return the final report."""
+    LoopConfig.from_settings(stage_settings(config, "distill"))  # loss weights refused before any stage runs
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / STATE_NAME

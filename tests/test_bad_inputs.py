@@ -613,9 +613,10 @@ CASES = [
     ),
     Case(
         "distill-targets-not-a-cache",
-        DISTILL + " --out {tmp}/s --targets {tmp}",
+        DISTILL + " --out {tmp}/s --targets {tmp}/cache",
         TargetsError.exit_code,
         ("is not a targets cache",),
+        files=(("cache/notes.txt", "not a cache"),),
     ),
     Case("distill-temperature-zero", DISTILL + " --out {tmp}/s --temperature 0", USAGE, ("'--temperature'",)),
     Case(
@@ -631,16 +632,12 @@ CASES = [
         D,
         ("teacher",),
         files=(("a.csv", UNKNOWN_LABEL_CSV),),
-        xfail="distill/api.py calls LabelMap.check_known(train, 'training') with the teacher's labels, so the line "
-        "says 'labels not seen in training' for labels the teacher does not know",
     ),
     Case(
         "distill-lr-inf",
         DISTILL + " --out {tmp}/s --lr inf",
         USAGE,
         ("'--lr'", "not a finite number"),
-        xfail="cli/distill.py's --lr is click.FloatRange, which lets inf through: DistillSettings refuses it "
-        "(exit 12) instead of the usage error (exit 2) teacher train gives; use options.FiniteFloatRange",
     ),
     Case(
         "distill-force-out-is-teacher",
@@ -648,7 +645,6 @@ CASES = [
         O,
         ("is the input",),
         keep=("{tmp}/teacher/config.json",),
-        xfail="distill/api.py does not call refuse_overwriting_inputs: --force replaces the teacher it reads",
     ),
     Case(
         "distill-out-under-a-file",
@@ -699,7 +695,6 @@ CASES = [
         O,
         ("holds the input",),
         keep=("{tmp}/proj/student/config.json",),
-        xfail="export.py guards --out inside the student, not --out holding it: --force deletes the student",
     ),
     # check
     Case("check-not-a-bundle", "check {tmp}", BundleError.exit_code, ("has no manifest.json",)),
@@ -750,8 +745,6 @@ CASES = [
         M,
         ("num_attention_heads",),
         prepare=lambda places: _edit_json(places["teacher_copy"] / "config.json", num_attention_heads=0),
-        xfail="models/bert.py BertConfig.validate divides by num_attention_heads before checking it is positive "
-        "(ZeroDivisionError traceback)",
     ),
     # run: the pipeline config
     Case("run-missing-config", "run {tmp}/nope.toml", ConfigError.exit_code, ("nope.toml does not exist",)),
@@ -852,8 +845,6 @@ CASES = [
         ("every prediction loss weight is 0",),
         files=(("r.toml", TOML_HEAD + '[distill]\nkd_weight = "0"\nce_weight = "0"\n'),),
         absent=("{tmp}/ws/targets",),
-        xfail="pipeline.py builds the LoopConfig (which refuses the weights) only at the distill stage, after "
-        "labeling: check it up front in run_pipeline",
     ),
     # bench
     Case("bench-seq-lens-zero", "bench --seq-lens 0", USAGE, ("'--seq-lens'", "positive integers")),

@@ -383,7 +383,12 @@ def test_a_new_student_has_a_pruned_vocabulary_that_transformers_reads(
     assert pruned_config["vocab_size"] == load_tokenizer(tmp_path / "p").vocab_size < teacher_vocab
     assert pruned.student_parameters < full.student_parameters
     manifest = json.loads((tmp_path / "p" / "mlx_edge_manifest.json").read_text())
-    assert manifest["vocab"] == {"mode": "seen+script", "kept": pruned_config["vocab_size"], "full": teacher_vocab}
+    assert manifest["vocab"] == {
+        "mode": "seen+script",
+        "extra": 0,
+        "kept": pruned_config["vocab_size"],
+        "full": teacher_vocab,
+    }
     # the pruned tokenizer, as transformers loads it, gives the student's ids for the training texts
     texts = read_labeled(toy_data[0]).texts[:20]
     hf_ids = AutoTokenizer.from_pretrained(tmp_path / "p")(texts, truncation=True, max_length=32)["input_ids"]

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import click
 
-from mlx_edge.cli.options import device_option, echo_err, layer_list, optimizer_options, with_columns
+from mlx_edge.cli.options import (
+    FiniteFloatRange,
+    device_option,
+    echo_err,
+    layer_list,
+    optimizer_options,
+    with_columns,
+)
 from mlx_edge.settings import DISTILL, DistillSettings
 
 
@@ -89,7 +96,7 @@ from mlx_edge.settings import DISTILL, DistillSettings
 @click.option(
     "--lr",
     "learning_rate",
-    type=click.FloatRange(0, min_open=True),
+    type=FiniteFloatRange(0, min_open=True),
     default=DISTILL.learning_rate,
     show_default=True,
     help="Peak learning rate (AdamW, warmup then linear decay).",
@@ -102,7 +109,7 @@ from mlx_edge.settings import DISTILL, DistillSettings
 )
 @click.option(
     "--temperature",
-    type=click.FloatRange(0, min_open=True),
+    type=FiniteFloatRange(0, min_open=True),
     default=DISTILL.temperature,
     show_default=True,
     help="Soft-target temperature T (the KD term is multiplied by T²).",
@@ -160,7 +167,7 @@ from mlx_edge.settings import DISTILL, DistillSettings
 )
 @click.option(
     "--dev-fraction",
-    type=click.FloatRange(0.01, 0.5),
+    type=FiniteFloatRange(0.01, 0.5),
     default=DISTILL.dev_fraction,
     show_default=True,
     help="Dev share when no --dev is given.",

@@ -24,8 +24,8 @@ from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
 from mlx_edge.distill.shrink import ShrinkPlan, plan_shrink, selection_matrix
 from mlx_edge.distill.step import Trainable
 from mlx_edge.distill.student import init_student, parse_layer_map, student_config
-from mlx_edge.errors import DistillError, MlxEdgeWarning, TargetsError, WorkMismatch
-from mlx_edge.fileio import fingerprint, sha256_file
+from mlx_edge.errors import DataError, DistillError, MlxEdgeWarning, TargetsError, WorkMismatch
+from mlx_edge.fileio import fingerprint, refuse_overwriting_inputs, sha256_file
 from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, read_manifest, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1
 from mlx_edge.models.checkpoint import load_model, save_model
@@ -103,6 +103,7 @@ def distill(
     mlx_device(device)
     if head_labels(check_local_model(teacher)) is None:
         raise DistillError(f"{teacher} has no trained classification head", "fine-tune it with mlx-edge teacher train")
+    refuse_overwriting_inputs(out, teacher, train, dev, targets, student)  # --force would delete an input
     if out.exists() and not force:
         raise DistillError(f"{out} already exists", "pass --force to replace it, or choose another --out")
     teacher_model = load_model(teacher, require_head=True)
@@ -110,10 +111,10 @@ def distill(
     label_map = LabelMap(labels)
 
     train_data = read_labeled(train, text_column=text_column, label_column=label_column)
-    label_map.check_known(train_data, "training")
+    _check_teacher_knows(train_data, labels, "training")
     if dev is not None:
         dev_data = read_labeled(dev, text_column=text_column, label_column=label_column)
-        label_map.check_known(dev_data, "dev")
+        _check_teacher_knows(dev_data, labels, "dev")
         warn_overlap(train_data, dev_data)
     else:
         train_data, dev_data = split_dev(train_data, fraction=dev_fraction, seed=loop.seed)
@@ -275,6 +276,15 @@ def distill(
     )
     mx.clear_cache()
     return report
+
+
+def _check_teacher_knows(data, labels: list[str], split: str) -> None:
+    unknown = sorted(set(data.labels) - set(labels))
+    if unknown:
+        raise DataError(
+            f"{split} file {data.source} has labels the teacher was not trained on: {', '.join(unknown)}",
+            f"the teacher knows {', '.join(labels)}: fine-tune a teacher on this label set",
+        )
 
 
 def _narrower(student, teacher) -> bool:

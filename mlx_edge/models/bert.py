@@ -50,6 +50,10 @@ def activation(name: str, fast: bool):
     return FAST_ACTIVATIONS.get(name, ACTIVATIONS[name]) if fast else ACTIVATIONS[name]
 
 
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 BERT_LIKE_TYPES = {"bert", "roberta", "xlm-roberta", "distilbert", "electra", "camembert", "ernie"}
 
 
@@ -109,6 +113,13 @@ class BertConfig:
         return self.hidden_size // self.num_attention_heads
 
     def validate(self) -> None:
+        sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "max_position_embeddings", "type_vocab_size")  # fmt: skip
+        bad = [f"{name} {getattr(self, name)!r}" for name in sizes if not _positive_int(getattr(self, name))]
+        if bad:
+            raise ModelError(
+                f"config.json has sizes that are not positive integers: {', '.join(bad)}", "fix config.json"
+            )
         if self.hidden_size % self.num_attention_heads:
             raise ModelError(
                 f"hidden_size {self.hidden_size} is not divisible by num_attention_heads {self.num_attention_heads}",
