@@ -118,3 +118,14 @@ def test_data_reports_the_unknown_token_share_and_warns_once(tmp_path, tiny_bert
         warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
         assert (warnings == [w for w in warnings if f"{expected:.0%} of the tokens" in w]) and (len(warnings) == warned)
     assert expected == 0.0  # the English rows: every word is in the tiny vocabulary
+
+
+def test_data_caps_the_max_length_advice_at_the_models_positions(tiny_bert_dir, tmp_path):
+    # the tiny model has 64 positions; two texts of ~150 tokens push p99 past them
+    rows = [("pay the bill " * 50).strip() if i < 2 else f"pay bill {i}" for i in range(20)]
+    path = tmp_path / "long.tsv"
+    path.write_text("text\tlabel\n" + "".join(f"{t}\t{'a' if i % 2 else 'b'}\n" for i, t in enumerate(rows)))
+    result = CliRunner().invoke(main, ["data", str(path), "--dev", str(path), "--tokenizer", str(tiny_bert_dir)])
+    assert result.exit_code == 0, result.output
+    assert "reads at most 64 tokens (--max-length 64): 10.0% of examples are cut" in result.output
+    assert "covers 99%" not in result.output

@@ -82,10 +82,12 @@ def data(train, dev, dev_fraction, tokenizer_dir, seed, text_column, label_colum
             warn_unknown,
         )
 
-        tokenizer = load_tokenizer(Path(resolve_model(tokenizer_dir)))
+        model_dir = Path(resolve_model(tokenizer_dir))
+        tokenizer = load_tokenizer(model_dir)
         ids = tokenizer.encode_batch(train_data.texts, max_length=100_000)
         lengths = np.array([len(x) for x in ids])
         summary["tokens"] = {f"p{q}": int(np.percentile(lengths, q)) for q in (50, 90, 99, 100)}
+        summary["tokens"]["model_limit"] = _position_limit(model_dir)
         share = unknown_share(ids, tokenizer.unk_id, tokenizer.special_ids)
         summary["tokens"]["unknown_share"] = share
         warn_unknown(share, f"{train}")
@@ -101,12 +103,25 @@ def data(train, dev, dev_fraction, tokenizer_dir, seed, text_column, label_colum
         click.echo(f"{split:<5} {info['examples']:>6} examples  ({info['path']})\n      {counts}")
     if "tokens" in summary:
         t = summary["tokens"]
+        suggest, limit = max(16, -(-t["p99"] // 8) * 8), t["model_limit"]
+        advice = f"--max-length {suggest} covers 99%"
+        if limit is not None and suggest > limit:
+            share = float(np.mean(lengths > limit))
+            advice = f"the model reads at most {limit} tokens (--max-length {limit}): {share:.1%} of examples are cut"
         click.echo(
-            f"tokens per example: median {t['p50']}, p90 {t['p90']}, p99 {t['p99']}, max {t['p100']}"
-            f"  → --max-length {max(16, -(-t['p99'] // 8) * 8)} covers 99%"
+            f"tokens per example: median {t['p50']}, p90 {t['p90']}, p99 {t['p99']}, max {t['p100']}  → {advice}"
         )
         click.echo(f"unknown tokens: {t['unknown_share']:.1%} of the training text's tokens")
     if summary["warnings"]:
         click.echo("looks wrong (training would still run):")
         for line in summary["warnings"]:
             click.echo(f"  - {line}")
+
+
+def _position_limit(model_dir: Path) -> int | None:
+    """The model's position count (config.json), the most tokens --max-length can ask for; None if unknown."""
+    try:
+        value = json.loads((model_dir / "config.json").read_text(encoding="utf-8")).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
