@@ -19,7 +19,7 @@ import numpy as np
 from mlx_edge.data import bucketed_batches, collate, read_labeled
 from mlx_edge.errors import ConfigError, DataError, ModelError, SetupMismatch, TargetsError
 from mlx_edge.fileio import refuse_overwriting_inputs
-from mlx_edge.manifest import file_fingerprint, read_manifest, write_manifest
+from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, read_manifest, write_manifest
 from mlx_edge.models.checkpoint import load_model
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.progress import progress_bar
@@ -230,7 +230,8 @@ def _resume_point(out: Path, setup: dict, force: bool) -> list[dict]:
         for shard in shards:
             if not (out / shard["file"]).is_file():
                 raise TargetsError(f"{out / shard['file']} is missing", "pass --force to start over")
-        for stray in out.glob(".shard-*"):  # temp files of an interrupted write
+        temp_files = (".shard-*", ".index.json.*.tmp", f".{MANIFEST_NAME}.*.tmp")  # of an interrupted write
+        for stray in [p for pattern in temp_files for p in out.glob(pattern)]:
             stray.unlink()
         return shards
     return []
