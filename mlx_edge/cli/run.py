@@ -61,9 +61,24 @@ def run(config_path, quiet):
     "--teacher-epochs", type=click.IntRange(1), default=3, show_default=True, help="Teacher fine-tuning epochs."
 )
 @click.option("--distill-epochs", type=click.IntRange(1), default=10, show_default=True, help="Distillation epochs.")
+@click.option(
+    "--augment",
+    "augment_per_class",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
+    help="First write N synthetic training examples per class with --augment-llm, cleaned by the teacher.",
+)
+@click.option(
+    "--augment-llm",
+    default=None,
+    metavar="NAME|DIR|ID",
+    help="The LLM for --augment: a built-in name (offline; default smollm2-135m-instruct), an mlx-lm "
+    "directory or a hub id.",
+)
 @device_option
 @click.option("--quiet", is_flag=True, help="No progress output; print only the final report.")
-def demo(out, teacher_dir, limit, teacher_epochs, distill_epochs, device, quiet):
+def demo(out, teacher_dir, limit, teacher_epochs, distill_epochs, augment_per_class, augment_llm, device, quiet):
     """The whole pipeline, offline, on the dataset mlx-edge ships.
 
     Fine-tunes the multilingual-e5-small teacher (built in: Chinese and English) on the to-do
@@ -75,6 +90,7 @@ def demo(out, teacher_dir, limit, teacher_epochs, distill_epochs, device, quiet)
     Examples:
       mlx-edge demo --out /tmp/demo
       mlx-edge demo --teacher all-minilm-l6-v2 --limit 300
+      mlx-edge demo --limit 300 --augment 50
     """
     from mlx_edge.demo import demo_config  # lazy: --help stays instant
 
@@ -86,6 +102,8 @@ def demo(out, teacher_dir, limit, teacher_epochs, distill_epochs, device, quiet)
             device=device,
             teacher_epochs=teacher_epochs,
             distill_epochs=distill_epochs,
+            augment=augment_per_class,
+            augment_llm=augment_llm,
         ),
         quiet,
     )
