@@ -24,7 +24,7 @@ def _run(config, quiet: bool) -> None:
 @click.argument("config_path", metavar="CONFIG.toml", type=click.Path(path_type=Path))
 @click.option("--quiet", is_flag=True, help="No progress output; print only the final report.")
 def run(config_path, quiet):
-    """Run the whole pipeline from a config file: teacher → label → distill → export → check.
+    """Run the whole pipeline from a config file: teacher → (augment) → label → distill → export → check.
 
     Stages whose outputs are up to date (settings and input hashes unchanged) are skipped; an
     interrupted stage resumes. examples/pipeline.toml documents every option with its default.
