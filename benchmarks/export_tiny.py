@@ -100,6 +100,7 @@ def main() -> None:
                 seq_len=args.seq_len,
                 n_texts=args.texts,
                 force=True,
+                extras=("classifier", "onnx"),  # the table lists them beside the app's models
                 progress=False,
                 **VARIANTS[name],
             )

@@ -29,7 +29,7 @@ class Backends:
     precision: str
     quantize: str
     encoder_program: object
-    classifier_program: object
+    classifier_program: object | None  # None: the bundle has no Classifier.mlpackage (an extra)
     head: tuple[np.ndarray, np.ndarray]  # (W (N, H), b (N,)) as stored in Head.mlmodel
     onnx: object | None = None
     mirror: object | None = None
@@ -38,6 +38,11 @@ class Backends:
     @property
     def program_tol(self) -> float:
         return program_tolerance(self.precision)
+
+    @property
+    def reference(self) -> str | None:
+        """The backend the programs are held to: the student's mirror, else ONNX Runtime, else none."""
+        return "mirror" if self.mirror is not None else "onnx" if self.onnx is not None else None
 
     def run(self, ids: np.ndarray, mask: np.ndarray, *, with_mlx: bool = True) -> dict[str, dict]:
         """Outputs of each backend for one (1, L) example: {backend: {embedding, logits, probabilities}}."""
@@ -50,13 +55,13 @@ class Backends:
         for ids, mask in examples:  # the programs take batch 1
             feeds = {"input_ids": ids, "attention_mask": mask}
             enc = run_program(self.encoder_program, feeds)
-            outs.append(
-                {
-                    "program": _outputs(enc["embedding"], enc["logits"]),
-                    "classifier": {"probabilities": run_program(self.classifier_program, feeds)["probabilities"]},
-                    "head": {"probabilities": softmax(enc["embedding"].astype(np.float64) @ w.T + b)},
-                }
-            )
+            out = {
+                "program": _outputs(enc["embedding"], enc["logits"]),
+                "head": {"probabilities": softmax(enc["embedding"].astype(np.float64) @ w.T + b)},
+            }
+            if self.classifier_program is not None:
+                out["classifier"] = {"probabilities": run_program(self.classifier_program, feeds)["probabilities"]}
+            outs.append(out)
         backends = {}
         if self.mirror is not None:
             backends["mirror"] = lambda i, m: run_mirror(self.mirror, i, m)
@@ -102,20 +107,21 @@ def encode(tokenizer, texts: list[str], seq) -> list[tuple[np.ndarray, np.ndarra
 
 def _pairs(b: Backends) -> list[tuple[str, str, str, float, tuple[str, ...]]]:
     """(check name, backend, reference, tolerance, compared outputs)."""
-    ref = "mirror" if b.mirror is not None else "onnx"
+    ref = b.reference
     prog_keys = ("embedding", "logits")
     tol = b.program_tol
     if b.quantize != "none":  # compressed weights move outputs by more than rounding: compare probabilities
         prog_keys, tol = ("probabilities",), TOLERANCES[f"probs_{b.quantize}"]
-    # the head (fp32 weights) on the program's embedding vs the Classifier program (maybe compressed)
-    head_tol = (tol if b.quantize != "none" else b.program_tol) + TOLERANCES["head_vs_classifier"]
-    pairs = [
-        ("parity.encoder.program", "program", ref, tol, prog_keys),
-        ("parity.classifier.program", "classifier", ref, tol, ("probabilities",)),
-        ("parity.head", "head", "classifier", head_tol, ("probabilities",)),
-    ]
+    # the head (fp32 weights) on the program's embedding vs the program's own logits (maybe compressed)
+    head_tol = (tol if b.quantize != "none" else b.program_tol) + TOLERANCES["head_vs_program"]
+    pairs = [("parity.head", "head", "program", head_tol, ("probabilities",))]
+    if b.classifier_program is not None and ref is not None:
+        pairs.insert(0, ("parity.classifier.program", "classifier", ref, tol, ("probabilities",)))
+    if ref is not None:
+        pairs.insert(0, ("parity.encoder.program", "program", ref, tol, prog_keys))
     if b.mirror is not None:
-        pairs.insert(0, ("parity.onnx", "onnx", "mirror", TOLERANCES["onnx_vs_mirror"], ("embedding", "logits")))
+        if b.onnx is not None:
+            pairs.insert(0, ("parity.onnx", "onnx", "mirror", TOLERANCES["onnx_vs_mirror"], ("embedding", "logits")))
         if b.student is not None:
             pairs.insert(
                 0, ("parity.mirror_vs_mlx", "mirror", "mlx", TOLERANCES["mirror_vs_mlx"], ("embedding", "logits"))
@@ -149,7 +155,17 @@ def check_parity(b: Backends, examples: list[tuple[np.ndarray, np.ndarray]]) -> 
         ok = within(d, tol)
         detail = f"{backend} vs {ref}: max |Δ| {d:.3g} over {len(examples)} texts ({'≤' if ok else '>'} {tol:g})"
         results.append(CheckResult(name, ok, detail, figures))
-    if b.mirror is None:
+    if b.reference is None:
+        results.append(
+            CheckResult(
+                "parity.reference",
+                True,
+                "no reference: the student is not here and the bundle has no model.onnx, so the programs are "
+                "only checked against themselves (pass --student, or export with --extras onnx)",
+                skipped=True,
+            )
+        )
+    elif b.mirror is None:
         results.append(CheckResult("parity.mirror", True, "student not found: ONNX is the reference", skipped=True))
     return results
 
@@ -234,7 +250,7 @@ def check_coreml_predict(bundle: Path, manifest: dict, b: Backends, examples: li
     import coremltools as ct  # lazy: coremltools: ~4 s import, for conversion and checks only
 
     results = []
-    ref = "mirror" if b.mirror is not None else "onnx"
+    ref = b.reference or "program"  # no reference: CoreML vs the same program run in NumPy
     for unit in ("CPU_ONLY", "CPU_AND_GPU", "CPU_AND_NE", "ALL"):
         try:
             enc = ct.models.MLModel(

@@ -22,7 +22,7 @@ TOLERANCES = {
     "onnx_vs_mirror": 1e-4,  # ONNX Runtime (fp32) vs the mirror
     "program_fp32": 1e-3,  # the converted mlprogram, run by bridges.mil_numpy, vs the mirror
     "program_fp16": 2e-2,
-    "head_vs_classifier": 1e-4,  # Head.mlmodel on the program's embedding vs the program's probabilities (+ program tol)
+    "head_vs_program": 1e-4,  # Head.mlmodel on the encoder program's embedding vs its own logits' probabilities (+ program tol)
     "prob_sum_fp32": 1e-4,  # |sum(probabilities) - 1|
     "prob_sum_fp16": 1e-2,
     # compressed programs: weights within a relative error (||w' - w|| / ||w||), probabilities within

@@ -6,6 +6,7 @@ against its tokenizer.json; the labels and the vocabulary against what the model
 (`bundle/trust.py`); the programs' weights against the student's; numeric alignment MLX student vs
 PyTorch mirror vs ONNX Runtime vs the converted mlprogram (run op by op in NumPy, and by CoreML
 itself on macOS); extreme inputs; the updatable head's spec and a NumPy simulation of MLUpdateTask on it.
+The extras (Classifier.mlpackage, model.onnx) are checked when the manifest names them.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def check_bundle(
     device: str = "auto",
 ) -> CheckReport:
     """Every check of `bundle_dir`. The student (for MLX/mirror parity and weights) is the one the
-    manifest names, or `student_dir`; without it ONNX Runtime is the numeric reference."""
+    manifest names, or `student_dir`; without it ONNX Runtime is the numeric reference (a bundle
+    exported with `--extras onnx`), else the programs are checked only against themselves."""
 
     bundle = Path(bundle_dir)
     manifest = read_manifest(bundle)

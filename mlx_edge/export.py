@@ -1,11 +1,12 @@
 """`export_bundle`: a student directory -> the bundle the Swift app loads, verified before it exists.
 
 safetensors -> PyTorch mirror (parity with MLX checked) -> `torch.jit.trace` -> coremltools:
-Encoder.mlpackage (ids -> embedding, logits), Classifier.mlpackage (ids -> probabilities), the
-updatable Head.mlmodel (embedding -> probs), model.onnx, tokenizer files (a Unigram student's also as
-the spec MLXEdgeKit tokenizes from, unigram_spec.json) and manifest.json; the CoreML models carry the
-labels and the tokenizer files' sha256 in their metadata, for `check` to hold the manifest to. Everything
-is written to a temporary directory beside `out_dir`, checked, and renamed into place at the end.
+Encoder.mlpackage (ids -> embedding, logits), the updatable Head.mlmodel (embedding -> probs), tokenizer
+files (a Unigram student's also as the spec MLXEdgeKit tokenizes from, unigram_spec.json) and
+manifest.json: what the app loads, once. On request (`extras`) also Classifier.mlpackage (ids ->
+probabilities: the encoder's weights again) and model.onnx (fp32). The CoreML models carry the labels
+and the tokenizer files' sha256 in their metadata, for `check` to hold the manifest to. Everything is
+written to a temporary directory beside `out_dir`, checked, and renamed into place at the end.
 """
 
 from __future__ import annotations
@@ -30,21 +31,24 @@ from bridges.torch_mirror import ClassifierWrapper, load_mirror, read_student_we
 from mlx_edge.bundle.layout import (
     CLASSIFIER_FILE,
     ENCODER_FILE,
+    EXTRAS,
     FORMAT,
     FORMAT_VERSION,
     HEAD_FILE,
     LABELS_KEY,
     MANIFEST,
+    MODEL_FILES,
     ONNX_FILE,
     TOKENIZER_KEY,
     manifest_problems,
     tokenizer_digests,
+    tokenizer_entry,
     tool_versions,
     weights_sha256,
 )
-from mlx_edge.bundle.tokenizer_spec import check_tokenizer_spec
+from mlx_edge.bundle.tokenizer_spec import check_tokenizer_spec, write_tokenizer_spec
 from mlx_edge.bundle.verify import default_texts, verify_artifacts
-from mlx_edge.errors import ExportError, ModelError
+from mlx_edge.errors import ExportError
 from mlx_edge.fileio import (
     atomic_write_json,
     refuse_overwriting_inputs,
@@ -55,7 +59,6 @@ from mlx_edge.fileio import (
 from mlx_edge.manifest import read_manifest
 from mlx_edge.models.checkpoint import copy_tokenizer_files, load_config, load_model
 from mlx_edge.models.tokenizer import load_tokenizer
-from mlx_edge.models.unigram_spec import SPEC_FILE, write_unigram_spec
 from mlx_edge.runtime.devices import mlx_device
 from mlx_edge.settings import EXPORT
 
@@ -65,7 +68,8 @@ class ExportResult:
     bundle: Path
     manifest: dict
     seconds: float
-    sizes: dict[str, int] = field(default_factory=dict)  # file or package -> bytes
+    sizes: dict[str, int] = field(default_factory=dict)  # each model's file or package -> bytes
+    total_bytes: int = 0  # every file of the bundle, manifest.json included
 
 
 def export_bundle(
@@ -92,6 +96,7 @@ def export_bundle(
     n_texts: int = EXPORT.n_texts,
     allow_failed_checks: bool = False,
     device: str = EXPORT.device,
+    extras: tuple[str, ...] | list[str] = EXPORT.extras,
     progress: bool = True,
 ) -> ExportResult:
     """Export `student_dir` to `out_dir`; raise ExportError (leaving nothing behind) on any failure.
@@ -99,6 +104,7 @@ def export_bundle(
     `seq_len`: 128, "16-128" or "32,64,128"; None takes the max length the student was distilled
     with (its mlx_edge_manifest.json), else 128, within its position embeddings.
     `device` is where the MLX student runs for the parity reference (`--device`).
+    `extras`: "classifier" and/or "onnx", the artifacts the app does not load (see bundle/layout.py).
     """
     start = time.perf_counter()
     student_dir, out_dir = Path(student_dir), Path(out_dir)
@@ -107,6 +113,9 @@ def export_bundle(
     _check_choice("minimum target", min_target, MIN_TARGETS)
     _check_choice("quantize", quantize, QUANTIZE)
     _check_choice("optimizer", optimizer, ("sgd", "adam"))
+    for extra in extras:
+        _check_choice("extra", extra, EXTRAS)
+    extras = tuple(e for e in EXTRAS if e in extras)  # one order, no repeats
     if batch_size not in BATCH_SIZES or epochs not in EPOCHS or not 1e-5 <= learning_rate <= 1.0:
         raise ExportError(
             f"head training settings out of range (batch {batch_size}, epochs {epochs}, learning rate {learning_rate})",
@@ -150,14 +159,15 @@ def export_bundle(
             texts_source="given texts" if parity_texts is not None else "todo dev split (mlx_edge.datasets)",
             info={"author": author, "license": license, "version": version, "description": description},
             allow_failed_checks=allow_failed_checks,
+            extras=extras,
             progress=progress,
         )
         _replace(tmp, out_dir, force=force)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    sizes = {name: _size(out_dir / name) for name in (ENCODER_FILE, CLASSIFIER_FILE, HEAD_FILE, ONNX_FILE)}
-    return ExportResult(out_dir, manifest, time.perf_counter() - start, sizes)
+    sizes = {entry["file"]: _size(out_dir / entry["file"]) for entry in manifest["models"].values()}
+    return ExportResult(out_dir, manifest, time.perf_counter() - start, sizes, _size(out_dir))
 
 
 def _check_choice(what: str, value: str, allowed) -> None:
@@ -198,10 +208,11 @@ def _build(
     texts_source,
     info,
     allow_failed_checks,
+    extras,
     progress,
 ) -> dict:
-
-    steps = ["load student", "encoder", "classifier", "head", "onnx", "verify", "manifest"]
+    programs = ["encoder", *(["classifier"] if "classifier" in extras else [])]
+    steps = ["load student", *programs, "head", *(["onnx"] if "onnx" in extras else []), "verify", "manifest"]
     bar = tqdm(total=len(steps), file=sys.stderr, disable=not progress, unit="step", leave=False)
 
     def step(name):
@@ -211,7 +222,7 @@ def _build(
     student = load_model(student_dir, require_head=True)
     config = student.config
     tokenizer = load_tokenizer(student_dir)
-    spec_file = _write_tokenizer_spec(tokenizer, student_dir, tmp)
+    spec_file = write_tokenizer_spec(tokenizer, student_dir, tmp)
     tokenizer_files = copy_tokenizer_files(student_dir, tmp) + ([spec_file] if spec_file else [])
     weights = read_student_weights(student_dir)
     mirror = load_mirror(weights, config, source=student_dir)
@@ -235,85 +246,35 @@ def _build(
     about = info["description"] or f"Text classifier distilled with mlx-edge ({len(labels)} labels)"
     bar.update()
 
-    ids_doc = f"Token ids, int32 (1, {seq}), [CLS] ... [SEP] then [PAD] (id {tokenizer.pad_id})"
-    mask_doc = "1 for real tokens, 0 for padding, int32, same shape as input_ids"
-    programs = {}
+    entries = {}
     mirror.fixed_length = seq.max if seq.kind == "fixed" else None  # reset before ONNX (dynamic axes)
-    for name, file, module, outputs, docs in (
-        (
-            "encoder",
-            ENCODER_FILE,
-            mirror,
-            [cx.EMBEDDING, cx.LOGITS],
-            {
-                cx.EMBEDDING: f"Pooled sentence embedding ({config.hidden_size} floats): the head's input",
-                cx.LOGITS: f"Unnormalized scores of the {len(labels)} labels",
-            },
-        ),
-        (
-            "classifier",
-            CLASSIFIER_FILE,
-            ClassifierWrapper(mirror),
-            [cx.PROBABILITIES],
-            {cx.PROBABILITIES: f"Probabilities of the labels {', '.join(labels)}"},
-        ),
-    ):
+    for name in programs:
         step(name)
-        model = cx.convert(
-            module, outputs=outputs, seq=seq, precision=precision, min_target=min_target, compute_units=compute_units
+        entries[name] = _program(
+            name,
+            mirror,
+            tmp,
+            seq=seq,
+            labels=labels,
+            hidden_size=config.hidden_size,
+            pad_id=tokenizer.pad_id,
+            about=about,
+            meta=meta,
+            convert={"precision": precision, "min_target": min_target, "compute_units": compute_units},
+            compress={"quantize": quantize, "palettize_bits": palettize_bits, "palettize_mode": palettize_mode},
         )
-        model = cx.compress(model, quantize=quantize, palettize_bits=palettize_bits, palettize_mode=palettize_mode)
-        kind = "sentence embedding and logits" if name == "encoder" else "label probabilities (not updatable)"
-        cx.set_metadata(
-            model,
-            description=f"{about}: {kind}",
-            features={cx.INPUT_IDS: ids_doc, cx.ATTENTION_MASK: mask_doc, **docs},
-            **meta,
-        )
-        cx.save(model, tmp / file)
-        spec = cx.load_spec(tmp / file)
-        programs[name] = {
-            "file": file,
-            "format": "mlprogram",
-            "inputs": cx.spec_features(spec, "input"),
-            "outputs": cx.spec_features(spec, "output"),
-        }
         bar.update()
     mirror.fixed_length = None
-    programs["encoder"]["embedding_output"] = cx.EMBEDDING
-    programs["classifier"]["probabilities_output"] = cx.PROBABILITIES
 
     step("head")
-    head_spec = build_head(weights["classifier.weight"], weights["classifier.bias"], training)
-    head_spec.description.metadata.shortDescription = f"{about}: updatable classifier head (MLUpdateTask)"
-    head_spec.description.metadata.author = meta["author"]
-    head_spec.description.metadata.license = meta["license"]
-    head_spec.description.metadata.versionString = meta["version"]
-    save_head(head_spec, tmp / HEAD_FILE, user)
-    head = describe_head(head_spec)
-    loss = head["losses"][0]
-    label_input = next(f["name"] for f in head["training_inputs"] if f["name"] == loss["target"])
-    programs["head"] = {
-        "file": HEAD_FILE,
-        "format": "neuralnetwork",
-        "inputs": head["inputs"],
-        "outputs": head["outputs"],
-        "training_inputs": head["training_inputs"],
-        "embedding_input": head["inputs"][0]["name"],
-        "label_input": label_input,
-        "probabilities_output": loss["input"],
-        "updatable_layers": head["updatable_layers"],
-        "loss": {"type": "categorical_cross_entropy", "input": loss["input"], "target": loss["target"]},
-        "optimizer": head["optimizer"],
-        "epochs": head["epochs"],
-        "shuffle": head["shuffle"],
-    }
+    entries["head"] = _head(weights, training, tmp, about=about, meta=meta)
     bar.update()
 
-    step("onnx")
-    onnx_info = export_onnx(mirror, tmp / ONNX_FILE, example_length=seq.max)
-    programs["onnx"] = {"file": ONNX_FILE, "format": "onnx", **onnx_info}
-    bar.update()
+    if "onnx" in extras:
+        step("onnx")
+        onnx_info = export_onnx(mirror, tmp / ONNX_FILE, example_length=seq.max)
+        entries["onnx"] = {"file": ONNX_FILE, "format": "onnx", **onnx_info}
+        bar.update()
 
     manifest = {
         "format": FORMAT,
@@ -343,8 +304,9 @@ def _build(
         },
         "compute_units": compute_units,
         "minimum_deployment_target": min_target,
-        "tokenizer": _tokenizer_entry(tokenizer, tokenizer_files, seq, spec_file),
-        "models": programs,
+        "tokenizer": tokenizer_entry(tokenizer, tokenizer_files, seq, spec_file),
+        # the app's models first, then the extras, in the order of MODEL_FILES
+        "models": {key: entries[key] for key in MODEL_FILES if key in entries},
         "versions": versions,
     }
 
@@ -380,44 +342,67 @@ def _build(
     return manifest
 
 
-def _write_tokenizer_spec(tokenizer, student_dir: Path, tmp: Path) -> str | None:
-    """A Unigram student's tokenizer as the spec MLXEdgeKit's UnigramTokenizer reads; None for
-    WordPiece (Swift reads vocab.txt). Written first, so that a tokenizer Swift cannot reproduce
-    stops the export before the slow conversions."""
-    if tokenizer.settings.kind != "unigram":
-        return None
-    try:
-        write_unigram_spec(student_dir, tmp / SPEC_FILE)
-    except ModelError as exc:
-        raise ExportError(
-            f"the student's Unigram tokenizer cannot be exported for MLXEdgeKit: {exc.message}", exc.hint
-        ) from exc
-    return SPEC_FILE
+def _program(name, mirror, tmp: Path, *, seq, labels, hidden_size, pad_id, about, meta, convert, compress) -> dict:
+    """Convert, compress, describe and save one mlprogram: "encoder" (ids -> embedding, logits) or
+    "classifier" (ids -> probabilities); returns its manifest entry."""
+    if name == "encoder":
+        file, module, kind = ENCODER_FILE, mirror, "sentence embedding and logits"
+        docs = {
+            cx.EMBEDDING: f"Pooled sentence embedding ({hidden_size} floats): the head's input",
+            cx.LOGITS: f"Unnormalized scores of the {len(labels)} labels",
+        }
+    else:
+        file, module, kind = CLASSIFIER_FILE, ClassifierWrapper(mirror), "label probabilities (not updatable)"
+        docs = {cx.PROBABILITIES: f"Probabilities of the labels {', '.join(labels)}"}
+    model = cx.convert(module, outputs=list(docs), seq=seq, **convert)
+    model = cx.compress(model, **compress)
+    cx.set_metadata(
+        model,
+        description=f"{about}: {kind}",
+        features={
+            cx.INPUT_IDS: f"Token ids, int32 (1, {seq}), [CLS] ... [SEP] then [PAD] (id {pad_id})",
+            cx.ATTENTION_MASK: "1 for real tokens, 0 for padding, int32, same shape as input_ids",
+            **docs,
+        },
+        **meta,
+    )
+    cx.save(model, tmp / file)
+    spec = cx.load_spec(tmp / file)
+    entry = {
+        "file": file,
+        "format": "mlprogram",
+        "inputs": cx.spec_features(spec, "input"),
+        "outputs": cx.spec_features(spec, "output"),
+    }
+    entry["embedding_output" if name == "encoder" else "probabilities_output"] = list(docs)[0]
+    return entry
 
 
-def _tokenizer_entry(tokenizer, files: list[str], seq, spec_file: str | None) -> dict:
-    s = tokenizer.settings
+def _head(weights: dict, training: HeadTraining, tmp: Path, *, about: str, meta: dict) -> dict:
+    """Build and save the updatable Head.mlmodel; returns its manifest entry."""
+    head_spec = build_head(weights["classifier.weight"], weights["classifier.bias"], training)
+    head_spec.description.metadata.shortDescription = f"{about}: updatable classifier head (MLUpdateTask)"
+    head_spec.description.metadata.author = meta["author"]
+    head_spec.description.metadata.license = meta["license"]
+    head_spec.description.metadata.versionString = meta["version"]
+    save_head(head_spec, tmp / HEAD_FILE, meta["user"])
+    head = describe_head(head_spec)
+    loss = head["losses"][0]
+    label_input = next(f["name"] for f in head["training_inputs"] if f["name"] == loss["target"])
     return {
-        "type": s.kind,
-        "files": files,
-        "vocab_file": "vocab.txt" if "vocab.txt" in files else None,
-        "spec_file": spec_file,
-        "vocab_size": tokenizer.vocab_size,
-        "do_lower_case": s.do_lower_case,
-        "strip_accents": s.strip_accents,
-        "tokenize_chinese_chars": s.tokenize_chinese_chars,
-        "clean_text": s.clean_text,
-        "cls_token": s.cls_token,
-        "sep_token": s.sep_token,
-        "pad_token": s.pad_token,
-        "unk_token": s.unk_token,
-        "cls_id": tokenizer.cls_id,
-        "sep_id": tokenizer.sep_id,
-        "pad_id": tokenizer.pad_id,
-        "unk_id": tokenizer.unk_id,
-        "max_length": seq.max,
-        "truncation": True,
-        "padding": "max_length" if seq.kind == "fixed" else "to the next accepted length",
+        "file": HEAD_FILE,
+        "format": "neuralnetwork",
+        "inputs": head["inputs"],
+        "outputs": head["outputs"],
+        "training_inputs": head["training_inputs"],
+        "embedding_input": head["inputs"][0]["name"],
+        "label_input": label_input,
+        "probabilities_output": loss["input"],
+        "updatable_layers": head["updatable_layers"],
+        "loss": {"type": "categorical_cross_entropy", "input": loss["input"], "target": loss["target"]},
+        "optimizer": head["optimizer"],
+        "epochs": head["epochs"],
+        "shuffle": head["shuffle"],
     }
 
 

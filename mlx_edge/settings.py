@@ -227,6 +227,8 @@ class ExportSettings(StageSettings):
         "epochs": AT_LEAST_1,
         "n_texts": Limit(1, 600),
     }
+    # Artifacts a bundle holds only when asked for: the app needs neither (see bundle/layout.py).
+    EXTRAS: ClassVar[tuple[str, ...]] = ("classifier", "onnx")
 
     seq_len: str | None = None  # None: the student's distilled max length
     precision: str = "fp16"
@@ -245,6 +247,17 @@ class ExportSettings(StageSettings):
     description: str = ""
     n_texts: int = 32
     device: str = "auto"
+    extras: tuple[str, ...] = ()  # of EXTRAS: "classifier" (Classifier.mlpackage), "onnx" (model.onnx)
+
+    def __post_init__(self):
+        super().__post_init__()
+        unknown = [e for e in self.extras if e not in self.EXTRAS]
+        if unknown:
+            raise _BadValue(
+                f"extras = {list(self.extras)!r}",
+                f"names {unknown[0]!r}, which is not an extra",
+                f"use {', '.join(self.EXTRAS)}",
+            )
 
 
 @dataclass(frozen=True)

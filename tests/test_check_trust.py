@@ -27,7 +27,8 @@ CLASSIFIER_SPEC = "Classifier.mlpackage/Data/com.apple.CoreML/model.mlmodel"
 
 @pytest.fixture()
 def bundle(tmp_path):
-    return copy_bundle(exported("--precision", "fp32"), tmp_path / "bundle")
+    # with the classifier: the labels and the vocabulary must agree with every model that records them
+    return copy_bundle(exported("--precision", "fp32", "--extras", "classifier,onnx"), tmp_path / "bundle")
 
 
 def _check(bundle, *, exit_code: int) -> dict:
@@ -65,6 +66,13 @@ def test_the_untouched_export_passes(bundle):
     assert "Encoder.mlpackage, Classifier.mlpackage, Head.mlmodel, the student's config" in labels["detail"]
     assert vocab["ok"] and not vocab["skipped"], vocab["detail"]
     assert "226 tokens, the encoder's embedding rows" in vocab["detail"]
+
+
+def test_a_lean_bundle_is_held_to_the_models_it_has(tmp_path):
+    bundle = copy_bundle(exported("--precision", "fp32"), tmp_path / "lean")
+    results = _check(bundle, exit_code=0)
+    assert "in the order Encoder.mlpackage, Head.mlmodel, the student's config record" in results["labels"]["detail"]
+    assert results["tokenizer.vocabulary"]["ok"] and not results["tokenizer.vocabulary"]["skipped"]
 
 
 def _swap_first_two(labels):

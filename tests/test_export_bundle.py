@@ -14,16 +14,16 @@ from click.testing import CliRunner
 from mlx_edge.cli import main
 from tests.helpers.exports import SEQ_LEN, exported, tiny_student
 
+# What the app loads, and nothing else: the classifier and the ONNX model are extras (--extras).
 EXPECTED_FILES = {
     "Encoder.mlpackage",
-    "Classifier.mlpackage",
     "Head.mlmodel",
-    "model.onnx",
     "manifest.json",
     "vocab.txt",
     "tokenizer.json",
     "tokenizer_config.json",
 }
+EXTRA_FILES = {"Classifier.mlpackage", "model.onnx"}
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +34,11 @@ def fp32_bundle():
 @pytest.fixture(scope="module")
 def fp16_bundle():
     return exported("--precision", "fp16")
+
+
+@pytest.fixture(scope="module")
+def extras_bundle():
+    return exported("--precision", "fp32", "--extras", "classifier,onnx")
 
 
 def _manifest(bundle):
@@ -47,10 +52,41 @@ def _result(manifest_or_report, name):
     return next(r for r in results if r["name"] == name)
 
 
-def test_bundle_has_every_artifact(fp32_bundle):
+def test_bundle_holds_what_the_app_loads_once(fp32_bundle):
     names = {p.name for p in fp32_bundle.iterdir()}
-    assert EXPECTED_FILES <= names, names
+    assert names == EXPECTED_FILES, names
+    assert set(_manifest(fp32_bundle)["models"]) == {"encoder", "head"}
     assert not any(n.endswith(".partial") for n in (p.name for p in fp32_bundle.parent.iterdir()))
+
+
+def test_extras_are_written_described_and_checked(extras_bundle, fp32_bundle):
+    from mlx_edge.export import _size
+
+    assert {p.name for p in extras_bundle.iterdir()} == EXPECTED_FILES | EXTRA_FILES
+    m = _manifest(extras_bundle)
+    assert list(m["models"]) == ["encoder", "head", "classifier", "onnx"]
+    assert m["models"]["classifier"]["outputs"][0]["name"] == "probabilities"
+    assert m["models"]["onnx"]["opset"] >= 13
+    passed = {r["name"] for r in m["checks"]["results"] if r["ok"] and not r["skipped"]}
+    assert {"weights.classifier", "onnx.checker", "parity.onnx"} <= passed
+    assert {"parity.classifier.program", "program.ops.classifier"} <= passed
+    report = CliRunner().invoke(main, ["check", str(extras_bundle), "--texts", "4", "--json"])
+    assert report.exit_code == 0, report.output
+    assert {"io.classifier", "io.onnx", "weights.classifier", "onnx.checker"} <= {
+        r["name"] for r in json.loads(report.output)["results"] if r["ok"] and not r["skipped"]
+    }
+    # the lean bundle is the extras bundle less the two extras, to the byte
+    assert _size(extras_bundle) - _size(fp32_bundle) == sum(_size(extras_bundle / n) for n in EXTRA_FILES) + (
+        (extras_bundle / "manifest.json").stat().st_size - (fp32_bundle / "manifest.json").stat().st_size
+    )
+
+
+def test_unknown_extra_is_a_usage_error(tmp_path):
+    result = CliRunner().invoke(
+        main, ["export", str(tiny_student()), "--out", str(tmp_path / "b"), "--extras", "onnx,tflite"]
+    )
+    assert result.exit_code == 2 and "'tflite' is not an extra: use classifier, onnx" in result.output
+    assert not (tmp_path / "b").exists()
 
 
 def test_manifest_is_the_swift_contract(fp32_bundle):
@@ -75,7 +111,6 @@ def test_manifest_is_the_swift_contract(fp32_bundle):
     ]
     assert head["loss"] == {"type": "categorical_cross_entropy", "input": "probs", "target": "probs_true"}
     assert head["optimizer"]["type"] == "sgd" and head["epochs"]["default"] == 20
-    assert m["models"]["classifier"]["outputs"][0]["name"] == "probabilities"
     assert m["tokenizer"]["do_lower_case"] is True and m["tokenizer"]["pad_id"] == 0
     assert {"coremltools", "torch", "mlx", "onnx", "onnxruntime", "numpy"} <= set(m["versions"])
     assert "Encoder.mlpackage/Data/com.apple.CoreML/weights/weight.bin" in m["files"]
@@ -98,11 +133,11 @@ def test_metadata_in_the_models(fp32_bundle):
 @pytest.mark.parametrize("precision, tolerance", [("fp32", 1e-3), ("fp16", 2e-2)])
 def test_program_parity_figures(precision, tolerance, fp32_bundle, fp16_bundle):
     m = _manifest(fp32_bundle if precision == "fp32" else fp16_bundle)
-    for name in ("parity.encoder.program", "parity.classifier.program"):
-        r = _result(m, name)
-        assert r["ok"] and r["figures"]["tolerance"] == tolerance and r["figures"]["max_abs_diff"] <= tolerance
+    r = _result(m, "parity.encoder.program")
+    assert r["ok"] and r["figures"]["tolerance"] == tolerance and r["figures"]["max_abs_diff"] <= tolerance
     assert _result(m, "parity.mirror_vs_mlx")["figures"]["max_abs_diff"] <= 1e-4
-    assert _result(m, "parity.onnx")["figures"]["max_abs_diff"] <= 1e-4
+    head = _result(m, "parity.head")  # Head.mlmodel on the program's embedding vs the program's own logits
+    assert head["ok"] and head["figures"]["reference"] == "program"
 
 
 def test_check_passes_on_the_export(fp32_bundle):
@@ -170,7 +205,14 @@ def test_failed_export_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(mlx_edge.export, "export_onnx", broken)  # where export looks it up
 
     with pytest.raises(RuntimeError, match="simulated crash"):
-        export_bundle(student_dir=tiny_student(), out_dir=tmp_path / "bundle", seq_len=16, n_texts=2, progress=False)
+        export_bundle(
+            student_dir=tiny_student(),
+            out_dir=tmp_path / "bundle",
+            seq_len=16,
+            n_texts=2,
+            extras=("onnx",),
+            progress=False,
+        )
     assert list(tmp_path.iterdir()) == []
 
 

@@ -16,7 +16,7 @@ from tests.helpers.exports import exported
 pytestmark = pytest.mark.slow
 
 VARIANTS = {
-    "int8": ("--quantize", "int8"),
+    "int8": ("--quantize", "int8", "--extras", "classifier"),  # the extra is compressed and checked too
     "palettize": ("--quantize", "palettize", "--palettize-mode", "uniform", "--palettize-bits", "6"),
     "range": ("--seq-len", "8-48", "--precision", "fp32"),
     "enumerated-ios18-int8": ("--seq-len", "16,32,48", "--min-target", "iOS18", "--quantize", "int8"),
@@ -33,7 +33,8 @@ def test_variant_exports_and_passes_its_checks(variant):
     failed = [r for r in m["checks"]["results"] if not r["ok"]]
     assert not failed, failed
     ops = {r["name"]: r for r in m["checks"]["results"] if r["name"].startswith("program.ops.")}
-    assert set(ops) == {"program.ops.encoder", "program.ops.classifier"}
+    programs = {"encoder", *({"classifier"} & set(m["models"]))}
+    assert set(ops) == {f"program.ops.{p}" for p in programs}
     if "int8" in variant:
         assert m["quantize"] == {"mode": "int8"}
         assert any(t.startswith("constexpr_") for t in ops["program.ops.encoder"]["figures"]["op_types"])

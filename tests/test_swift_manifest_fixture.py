@@ -1,8 +1,9 @@
 """The Swift package's manifest fixtures still match what the exporter writes.
 
-swift/Tests/MLXEdgeKitTests/Fixtures/bundle/manifest.json (WordPiece) and bundle_unigram/manifest.json
+swift/Tests/MLXEdgeKitTests/Fixtures/bundle/manifest.json (WordPiece, a default lean export),
+bundle_extras/manifest.json (the same with --extras classifier,onnx) and bundle_unigram/manifest.json
 (Unigram) are real exports of tiny students; the Swift tests (BundleManifestTests,
-ClassifierBundleTests, UnigramBundleTests) decode, validate and open them. If the exporter's manifest changes shape
+BundleExtrasTests, ClassifierBundleTests, UnigramBundleTests) decode, validate and open them. If the exporter's manifest changes shape
 (a key added, renamed or removed), the fixture is stale and these tests fail: regenerate it with
 `.venv/bin/python scripts/make_bundle_manifest_fixture.py` and run the Swift tests
 (`swift test` at the repository root), which judge whether MLXEdgeKit still reads the new contract.
@@ -50,7 +51,7 @@ def key_paths(value, prefix: str = "") -> set[str]:
     return paths
 
 
-@pytest.fixture(scope="module", params=["wordpiece", "unigram"])
+@pytest.fixture(scope="module", params=["wordpiece", "unigram", "extras"])
 def variant(request) -> str:
     return request.param
 
@@ -110,10 +111,12 @@ def test_fixture_describes_the_same_contract(fixture_manifest, fresh_manifest):
         ("tokenizer", "files"),
         ("tokenizer", "vocab_file"),
         ("tokenizer", "spec_file"),
+        ("models", "classifier"),
+        ("models", "onnx"),
     ):
         ours, fresh = fixture_manifest, fresh_manifest
         for key in path:
-            ours, fresh = ours[key], fresh[key]
+            ours, fresh = ours.get(key), fresh.get(key)
         assert ours == fresh, f"{'.'.join(path)}: fixture {ours!r}, fresh export {fresh!r}; {REGENERATE}"
     assert sorted(fixture_manifest["files"]) == sorted(fresh_manifest["files"]), REGENERATE
 
@@ -121,7 +124,7 @@ def test_fixture_describes_the_same_contract(fixture_manifest, fresh_manifest):
 def test_fixture_files_match_their_manifest_entries(variant, fixture_dir, fixture_manifest):
     """The tokenizer files shipped with the fixture verify against its sha256 entries (the Swift tests rely on it)."""
     script = _script()
-    names = script.fixture_files(fixture_manifest)
+    names = script.fixture_files(fixture_manifest, variant)
     for name in names:
         entry = fixture_manifest["files"][name]
         path = fixture_dir / name
@@ -141,6 +144,25 @@ def test_unigram_fixture_records_the_scripts_texts():
     for case in cases["cases"]:
         assert len(case["input_ids"]) == len(case["attention_mask"]) == script.SEQ_LEN
         assert case["input_ids"][0] == 0 and 2 in case["input_ids"]  # <s> ... </s>, as XLM-R numbers them
+
+
+def test_the_lean_fixture_has_no_extras_and_the_extras_fixture_both():
+    lean = json.loads((FIXTURE / "manifest.json").read_text(encoding="utf-8"))
+    extras = json.loads((FIXTURES / "bundle_extras" / "manifest.json").read_text(encoding="utf-8"))
+    assert list(lean["models"]) == ["encoder", "head"]
+    assert list(extras["models"]) == ["encoder", "head", "classifier", "onnx"]
+    assert not any(f.startswith(("Classifier.mlpackage", "model.onnx")) for f in lean["files"])
+
+
+def test_schema_wants_the_encoder_and_head_not_the_extras():
+    extras = json.loads((FIXTURES / "bundle_extras" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest_problems(extras) == []
+    for key in ("classifier", "onnx"):
+        lean = json.loads(json.dumps(extras))
+        del lean["models"][key]
+        assert manifest_problems(lean) == []
+    del extras["models"]["head"]
+    assert any("'head' is a required property" in p for p in manifest_problems(extras))
 
 
 def test_schema_keeps_older_bundles_and_wants_a_spec_for_unigram():

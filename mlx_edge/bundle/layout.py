@@ -19,6 +19,7 @@ from bridges.coreml_export import SequenceLengths
 from mlx_edge import __version__
 from mlx_edge.errors import BundleError
 from mlx_edge.fileio import sha256_file
+from mlx_edge.settings import ExportSettings
 
 ENCODER_FILE, CLASSIFIER_FILE, HEAD_FILE, ONNX_FILE = (
     "Encoder.mlpackage",
@@ -26,6 +27,11 @@ ENCODER_FILE, CLASSIFIER_FILE, HEAD_FILE, ONNX_FILE = (
     "Head.mlmodel",
     "model.onnx",
 )
+# What MLXEdgeKit loads is in every bundle; the extras only when asked for (`--extras`): the
+# combined classifier carries the encoder's weights a second time, the ONNX model is fp32.
+REQUIRED_MODELS = ("encoder", "head")
+EXTRAS = ExportSettings.EXTRAS  # ("classifier", "onnx")
+MODEL_FILES = {"encoder": ENCODER_FILE, "head": HEAD_FILE, "classifier": CLASSIFIER_FILE, "onnx": ONNX_FILE}
 MANIFEST = "manifest.json"
 # User-defined metadata export writes into the CoreML models, so that check can compare what the
 # manifest claims with what the models were built with (a manifest can be edited and re-hashed).
@@ -143,3 +149,30 @@ def _refuse_outside(root: Path, path: Path, what: str) -> None:
     target = path.resolve()
     if target != root and root not in target.parents:
         raise BundleError(f"{what} resolves to {target}, outside the bundle {root}", FIX)
+
+
+def tokenizer_entry(tokenizer, files: list[str], seq, spec_file: str | None) -> dict:
+    """The manifest's `tokenizer` entry: kind, files, settings and special ids, as MLXEdgeKit reads them."""
+    s = tokenizer.settings
+    return {
+        "type": s.kind,
+        "files": files,
+        "vocab_file": "vocab.txt" if "vocab.txt" in files else None,
+        "spec_file": spec_file,
+        "vocab_size": tokenizer.vocab_size,
+        "do_lower_case": s.do_lower_case,
+        "strip_accents": s.strip_accents,
+        "tokenize_chinese_chars": s.tokenize_chinese_chars,
+        "clean_text": s.clean_text,
+        "cls_token": s.cls_token,
+        "sep_token": s.sep_token,
+        "pad_token": s.pad_token,
+        "unk_token": s.unk_token,
+        "cls_id": tokenizer.cls_id,
+        "sep_id": tokenizer.sep_id,
+        "pad_id": tokenizer.pad_id,
+        "unk_id": tokenizer.unk_id,
+        "max_length": seq.max,
+        "truncation": True,
+        "padding": "max_length" if seq.kind == "fixed" else "to the next accepted length",
+    }

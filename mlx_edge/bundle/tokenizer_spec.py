@@ -1,5 +1,5 @@
-"""A Unigram bundle's tokenizer spec (what MLXEdgeKit's UnigramTokenizer reads), checked against the
-bundle's own tokenizer.json.
+"""A Unigram bundle's tokenizer spec (what MLXEdgeKit's UnigramTokenizer reads): written by export,
+checked against the bundle's own tokenizer.json.
 
 The Swift side cannot run the Rust library: it tokenizes from the spec alone, so the spec must be
 exactly what the exporter makes of the bundle's tokenizer.json (pieces, scores, special and added
@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 from bridges.checks import CheckResult
-from mlx_edge.errors import ModelError
-from mlx_edge.models.unigram_spec import unigram_spec
+from mlx_edge.errors import ExportError, ModelError
+from mlx_edge.models.unigram_spec import SPEC_FILE, unigram_spec, write_unigram_spec
 
 NAME = "tokenizer.spec"
 # manifest tokenizer entry -> spec key: the encoder's ids must be the ones Swift adds
@@ -93,3 +93,19 @@ def _short(value) -> str:
 
 def _fail(detail: str) -> CheckResult:
     return CheckResult(NAME, False, detail)
+
+
+def write_tokenizer_spec(tokenizer, student_dir: Path, bundle: Path) -> str | None:
+    """Write a Unigram student's tokenizer into `bundle` as the spec MLXEdgeKit's UnigramTokenizer
+    reads; returns its name, or None for
+    WordPiece (Swift reads vocab.txt). Written first, so that a tokenizer Swift cannot reproduce
+    stops the export before the slow conversions."""
+    if tokenizer.settings.kind != "unigram":
+        return None
+    try:
+        write_unigram_spec(student_dir, Path(bundle) / SPEC_FILE)
+    except ModelError as exc:
+        raise ExportError(
+            f"the student's Unigram tokenizer cannot be exported for MLXEdgeKit: {exc.message}", exc.hint
+        ) from exc
+    return SPEC_FILE

@@ -20,16 +20,16 @@ from bridges.coreml_export import INPUT_IDS, load_spec
 from bridges.coreml_head import head_weights, load_head_spec
 from mlx_edge.bundle.layout import LABELS_KEY, TOKENIZER_KEY, tokenizer_digests
 
-MODELS = ("encoder", "classifier", "head")
+MODELS = ("encoder", "classifier", "head")  # the CoreML models that record labels (the classifier is an extra)
 TOKEN_MODELS = ("encoder", "classifier")  # the models fed token ids
 ROLES = ("cls", "sep", "pad", "unk")
 
 
 def read_specs(bundle: Path, manifest: dict) -> dict:
-    """The CoreML specs (no weights) of the bundle's models; one that cannot be read is left out
-    (the io.* and load.* checks report it)."""
+    """The CoreML specs (no weights) of the bundle's models; one that cannot be read, or an extra the
+    bundle does not have, is left out (the io.* and load.* checks report a damaged one)."""
     specs = {}
-    for key in MODELS:
+    for key in (k for k in MODELS if k in manifest["models"]):
         path = Path(bundle) / manifest["models"][key]["file"]
         try:
             specs[key] = load_head_spec(path) if key == "head" else load_spec(path)

@@ -87,87 +87,46 @@ def load_student(manifest: dict, student_dir: Path | None):
 
 
 def verify_artifacts(bundle: Path, manifest: dict, *, student, mirror, tokenizer, texts: list[str]) -> list:
-    """The checks of the models themselves (shared by `export`, before the manifest is written)."""
+    """The checks of the models themselves (shared by `export`, before the manifest is written).
+    The extras (classifier, ONNX) are checked when the manifest names them, and not missed otherwise."""
     bundle = Path(bundle)
     models = manifest["models"]
-    precision, quantize = manifest["precision"], manifest["quantize"]["mode"]
     results, programs = [], {}
-    for key in ("encoder", "classifier"):
-        try:
-            programs[key] = load_program(bundle / models[key]["file"])
-        except Exception as exc:  # a damaged package: coremltools/protobuf raise many kinds
-            results.append(CheckResult(f"load.{key}", False, f"{models[key]['file']} cannot be loaded: {exc}"))
-            continue
-        unknown = unsupported_ops(programs[key])
-        results.append(
-            CheckResult(
-                f"program.ops.{key}",
-                not unknown,
-                f"op type(s) the NumPy interpreter does not cover: {', '.join(unknown)}"
-                if unknown
-                else f"all {len(op_types(programs[key]))} op types covered",
-                {"op_types": op_types(programs[key])},
-            )
-        )
-        if unknown:
-            programs.pop(key)
-        elif mirror is not None:
-            state = {k: v.numpy() for k, v in mirror.state_dict().items()}
-            results.append(
-                check_weights(key, program_constants(programs[key]), state, precision=precision, quantize=quantize)
-            )
-    try:
-        head_spec = load_head_spec(bundle / models["head"]["file"])
-        head_info = describe_head(head_spec)
-        w, b = head_weights(head_spec)
-    except Exception as exc:  # a damaged .mlmodel is a protobuf DecodeError, or has no innerProduct
-        results.append(CheckResult("load.head", False, f"{models['head']['file']} cannot be read: {exc}"))
-        head_info = None
-    if head_info is not None:
-        results += check_head_spec(head_info, models["head"])
-        if mirror is not None:
-            ref_w = mirror.classifier.weight.detach().numpy()
-            ref_b = mirror.classifier.bias.detach().numpy()
-            same = w.shape == ref_w.shape and np.array_equal(w, ref_w) and np.array_equal(b, ref_b)
-            results.append(
-                CheckResult(
-                    "head.weights",
-                    same,
-                    "innerProduct weights equal the student's classifier"
-                    if same
-                    else "the head's weights differ from the student's classifier",
-                )
-            )
+    for key in (k for k in ("encoder", "classifier") if k in models):
+        program, program_results = _load_program(bundle, manifest, key, mirror)
+        results += program_results
+        if program is not None:
+            programs[key] = program
+    head, head_results = _load_head(bundle, models["head"], mirror)
+    results += head_results
     onnx = None
-    try:
-        check_onnx(bundle / models["onnx"]["file"])
-        onnx = OnnxRunner(bundle / models["onnx"]["file"])
-        results.append(CheckResult("onnx.checker", True, "onnx.checker (full check) passes; ONNX Runtime loads it"))
-    except MlxEdgeError as exc:
-        results.append(CheckResult("onnx.checker", False, str(exc)))
-    if "encoder" not in programs or "classifier" not in programs or head_info is None:
+    if "onnx" in models:
+        try:
+            check_onnx(bundle / models["onnx"]["file"])
+            onnx = OnnxRunner(bundle / models["onnx"]["file"])
+            results.append(CheckResult("onnx.checker", True, "onnx.checker (full check) passes; ONNX Runtime loads it"))
+        except MlxEdgeError as exc:
+            results.append(CheckResult("onnx.checker", False, str(exc)))
+    if "encoder" not in programs or head is None or ("classifier" in models and "classifier" not in programs):
         results.append(CheckResult("parity", False, "not run: a model above could not be loaded or evaluated"))
         return results
 
-    seq = sequence_lengths(manifest)
+    head_info, w, b = head
     backends = Backends(
-        seq=seq,
-        precision=precision,
-        quantize=quantize,
+        seq=sequence_lengths(manifest),
+        precision=manifest["precision"],
+        quantize=manifest["quantize"]["mode"],
         encoder_program=programs["encoder"],
-        classifier_program=programs["classifier"],
+        classifier_program=programs.get("classifier"),
         head=(w, b),
         onnx=onnx,
         mirror=mirror,
         student=student,
     )
-    if mirror is None and onnx is None:
-        results.append(CheckResult("parity", False, "no reference: neither the student nor the ONNX model loads"))
-        return results
-    examples = encode(tokenizer, texts, seq)
+    examples = encode(tokenizer, texts, backends.seq)
     try:
         results += check_parity(backends, examples)
-        results += check_extremes(backends, extreme_examples(tokenizer, seq))
+        results += check_extremes(backends, extreme_examples(tokenizer, backends.seq))
         embeddings = np.concatenate(
             [
                 run_program(programs["encoder"], {"input_ids": i, "attention_mask": m})["embedding"]
@@ -180,3 +139,58 @@ def verify_artifacts(bundle: Path, manifest: dict, *, student, mirror, tokenizer
     results += check_coreml_predict(bundle, manifest, backends, examples[:4])
     results.append(check_update(head_info, w, b, embeddings, manifest["labels"]))
     return results
+
+
+def _load_program(bundle: Path, manifest: dict, key: str, mirror) -> tuple[object | None, list]:
+    """The MIL program of models[key] if the NumPy interpreter covers every op of it, with the
+    results of loading it, of its op coverage and (with the student) of its weights."""
+    entry = manifest["models"][key]
+    try:
+        program = load_program(bundle / entry["file"])
+    except Exception as exc:  # a damaged package: coremltools/protobuf raise many kinds
+        return None, [CheckResult(f"load.{key}", False, f"{entry['file']} cannot be loaded: {exc}")]
+    unknown = unsupported_ops(program)
+    results = [
+        CheckResult(
+            f"program.ops.{key}",
+            not unknown,
+            f"op type(s) the NumPy interpreter does not cover: {', '.join(unknown)}"
+            if unknown
+            else f"all {len(op_types(program))} op types covered",
+            {"op_types": op_types(program)},
+        )
+    ]
+    if unknown:
+        return None, results
+    if mirror is not None:
+        state = {k: v.numpy() for k, v in mirror.state_dict().items()}
+        constants = program_constants(program)
+        results.append(
+            check_weights(key, constants, state, precision=manifest["precision"], quantize=manifest["quantize"]["mode"])
+        )
+    return program, results
+
+
+def _load_head(bundle: Path, entry: dict, mirror) -> tuple[tuple | None, list]:
+    """((description, W, b) of Head.mlmodel or None, results of reading it, its spec, its weights)."""
+    try:
+        head_spec = load_head_spec(bundle / entry["file"])
+        head_info = describe_head(head_spec)
+        w, b = head_weights(head_spec)
+    except Exception as exc:  # a damaged .mlmodel is a protobuf DecodeError, or has no innerProduct
+        return None, [CheckResult("load.head", False, f"{entry['file']} cannot be read: {exc}")]
+    results = check_head_spec(head_info, entry)
+    if mirror is not None:
+        ref_w = mirror.classifier.weight.detach().numpy()
+        ref_b = mirror.classifier.bias.detach().numpy()
+        same = w.shape == ref_w.shape and np.array_equal(w, ref_w) and np.array_equal(b, ref_b)
+        results.append(
+            CheckResult(
+                "head.weights",
+                same,
+                "innerProduct weights equal the student's classifier"
+                if same
+                else "the head's weights differ from the student's classifier",
+            )
+        )
+    return (head_info, w, b), results

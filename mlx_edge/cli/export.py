@@ -13,13 +13,22 @@ import click
 
 from mlx_edge.cli.options import FiniteFloatRange, device_option
 from mlx_edge.errors import CHECK_FAILED, MlxEdgeError
-from mlx_edge.settings import EXPORT
+from mlx_edge.settings import EXPORT, ExportSettings
 
 # Mirrors bridges.coreml_export's choices; repeated here so `--help` imports nothing but click.
 PRECISIONS = ("fp16", "fp32")
 COMPUTE_UNITS = ("CPU_AND_GPU", "ALL", "CPU_AND_NE", "CPU_ONLY")
 MIN_TARGETS = ("iOS16", "iOS17", "iOS18")
 QUANTIZE = ("none", "int8", "palettize")
+
+
+def _extras(ctx, param, value):
+    """`classifier,onnx` -> ("classifier", "onnx"); an empty value: none."""
+    names = tuple(dict.fromkeys(v.strip() for v in (value or "").split(",") if v.strip()))
+    unknown = [n for n in names if n not in ExportSettings.EXTRAS]
+    if unknown:
+        raise click.BadParameter(f"{unknown[0]!r} is not an extra: use {', '.join(ExportSettings.EXTRAS)}")
+    return names
 
 
 def _seq_len(ctx, param, value):
@@ -128,6 +137,14 @@ def _seq_len(ctx, param, value):
     show_default=True,
     help="Dev-set texts used for the parity checks run before the bundle is written.",
 )
+@click.option(
+    "--extras",
+    default=",".join(EXPORT.extras),
+    callback=_extras,
+    metavar="LIST",
+    help="Also write what the app does not load, comma-separated: classifier (Classifier.mlpackage, ids -> "
+    "probabilities: the encoder's weights a second time) and/or onnx (model.onnx, fp32). Default: none.",
+)
 @click.option("--allow-failed-checks", is_flag=True, help="Write the bundle even if a check fails (recorded).")
 @click.option("--force", is_flag=True, help="Replace an existing bundle at --out.")
 @device_option
@@ -152,24 +169,26 @@ def export(
     model_version,
     description,
     n_texts,
+    extras,
     allow_failed_checks,
     force,
     device,
     quiet,
     as_json,
 ):
-    """Export a student directory as a CoreML/ONNX bundle with an updatable head.
+    """Export a student directory as a CoreML bundle with an updatable head.
 
-    Writes Encoder.mlpackage (ids -> embedding, logits), Head.mlmodel (embedding -> probs,
-    updatable with MLUpdateTask), Classifier.mlpackage (ids -> probabilities), model.onnx,
-    the tokenizer files and manifest.json. The bundle is checked before it is renamed into
-    place: a failed export leaves nothing behind.
+    Writes what the app loads: Encoder.mlpackage (ids -> embedding, logits), Head.mlmodel
+    (embedding -> probs, updatable with MLUpdateTask), the tokenizer files and manifest.json.
+    --extras adds Classifier.mlpackage (ids -> probabilities) and/or model.onnx. The bundle is
+    checked before it is renamed into place: a failed export leaves nothing behind.
 
     \b
     Examples:
       mlx-edge export ./student --out ./bundle
       mlx-edge export ./student --out ./bundle-int8 --quantize int8 --seq-len 64
       mlx-edge export ./student --out ./bundle --seq-len 16-128 --precision fp32 --force
+      mlx-edge export ./student --out ./bundle --extras classifier,onnx
     """
     from mlx_edge.bundle.layout import sequence_lengths  # lazy: --help stays instant
     from mlx_edge.export import export_bundle  # lazy: --help stays instant
@@ -196,6 +215,7 @@ def export(
         n_texts=n_texts,
         allow_failed_checks=allow_failed_checks,
         device=device,
+        extras=extras,
         progress=not quiet,
     )
     if as_json:
@@ -208,7 +228,7 @@ def export(
         f"({precision}, quantize {quantize}, seq-len {sequence_lengths(result.manifest)}, "
         f"{len(checks) - len(failed)}/{len(checks)} checks passed)"
     )
-    for name, size in result.sizes.items():
+    for name, size in [*result.sizes.items(), ("bundle (all files)", result.total_bytes)]:
         click.echo(f"  {name:<22} {size / 1e6:9.2f} MB" if size >= 1e5 else f"  {name:<22} {size / 1e3:9.1f} kB")
     for c in failed:
         click.echo(f"  FAIL {c['name']}: {c['detail']}")
@@ -237,9 +257,11 @@ def check(bundle_dir, student_dir, n_texts, device, as_json):
     """Verify an export bundle without a Mac; exit 1 with a table of what failed.
 
     Names, shapes and dtypes against manifest.json; sha256 of every file; the programs'
-    weights against the student's; MLX vs PyTorch mirror vs ONNX Runtime vs the mlprogram
-    itself (run op by op in NumPy; on macOS also with MLModel.predict per compute unit);
-    extreme inputs; the updatable head's spec and a simulated on-device SGD update.
+    weights against the student's; MLX vs PyTorch mirror vs ONNX Runtime (when the bundle has
+    model.onnx) vs the mlprogram itself (run op by op in NumPy; on macOS also with
+    MLModel.predict per compute unit); extreme inputs; the updatable head's spec and a
+    simulated on-device SGD update. Extras the manifest names are checked; absent ones are not
+    missed.
 
     \b
     Examples:

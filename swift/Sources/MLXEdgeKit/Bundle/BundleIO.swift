@@ -279,7 +279,6 @@ public struct BundleIO: Equatable, Sendable {
         switch kind {
         case .encoder: return ([tokenIDs.name, attentionMask.name], [encoderEmbedding.name], [])
         case .head: return ([headEmbedding.name], [headProbabilities.name], [trainingEmbedding.name, trainingLabel.name])
-        case .classifier, .onnx: return ([], [], [])
         }
     }
 

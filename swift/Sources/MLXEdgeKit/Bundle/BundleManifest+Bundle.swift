@@ -170,14 +170,23 @@ extension BundleManifest {
 
     /// The `files` entries of one model: its file, or every file inside its package folder.
     public func files(of kind: ModelKind) -> [String] {
-        let file = model(kind).file
-        return files.keys.filter { $0 == file || $0.hasPrefix(file + "/") }.sorted()
+        files(under: model(kind).file)
+    }
+
+    /// The `files` entries of an extra; none when the bundle does not have it.
+    public func files(of kind: ExtraKind) -> [String] {
+        model(kind).map { files(under: $0.file) } ?? []
+    }
+
+    private func files(under file: String) -> [String] {
+        files.keys.filter { $0 == file || $0.hasPrefix(file + "/") }.sorted()
     }
 
     /// The files MLXEdgeKit reads on device: the encoder's and head's files and the
     /// tokenizer's (``tokenizerFile``: `vocab.txt`, or `unigram_spec.json` for a Unigram bundle).
-    /// Ship these (plus manifest.json); `Classifier.mlpackage`, `model.onnx` and the other
-    /// tokenizer files are optional. Pass it as `only:` to ``verifyFiles(in:only:)``.
+    /// Ship these (plus manifest.json); the extras (`Classifier.mlpackage`, `model.onnx`, in a
+    /// bundle exported with `--extras`) and the other tokenizer files are not needed. Pass it as
+    /// `only:` to ``verifyFiles(in:only:)``.
     public var filesNeededOnDevice: [String] {
         var paths = files(of: .encoder) + files(of: .head)
         if let file = tokenizerFile, files[file] != nil { paths.append(file) }

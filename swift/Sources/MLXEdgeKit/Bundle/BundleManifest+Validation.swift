@@ -13,7 +13,8 @@ extension BundleManifest {
     /// - tokenizer: the file its kind reads, listed in `tokenizer.files` (WordPiece: `vocab_file`;
     ///   Unigram: `spec_file`), ids inside the vocabulary, settings the tokenizer implements
     ///   (truncation on; for WordPiece, clean text on);
-    /// - models: expected formats, files listed in `files`, numeric shapes, the encoder's two
+    /// - models: the encoder and the head (the classifier and ONNX extras when present): expected
+    ///   formats, files listed in `files`, numeric shapes, the encoder's two
     ///   Int32 inputs of one shape, the embedding width equal to `student.hidden_size` at the
     ///   encoder output, head input and head training input, one probability per label, the
     ///   head's training inputs (embedding and Int32 `[1]` label) present, loss wired to them,
@@ -280,18 +281,19 @@ extension BundleManifest {
         try checkChoice(head.optimizer.miniBatchSize, path: "models.head.optimizer.mini_batch_size")
         try checkChoice(head.epochs, path: "models.head.epochs")
 
-        // Classifier (not used by MLXEdgeKit, but part of the bundle).
-        let classifier = models.classifier
-        try checkEntry(classifier, name: "classifier", expected: .mlprogram)
-        let (classifierIndex, classifierProbs) = try feature(classifier.probabilitiesOutput, in: classifier.outputs,
-                                                             model: "classifier", kind: "output")
-        try checkVector(classifierProbs, path: "models.classifier.outputs[\(classifierIndex)]", count: labels.count,
-                        what: "one probability per label (\(labels.count) labels)")
-
-        // ONNX (symbolic dimensions allowed).
-        try checkEntry(models.onnx, name: "onnx", expected: .onnx)
-        guard models.onnx.opset >= 13 else {
-            throw BundleManifestError.invalidValue(path: "models.onnx.opset", reason: "\(models.onnx.opset) is below 13")
+        // The extras (`--extras`; not used by MLXEdgeKit): checked when the bundle has them.
+        if let classifier = models.classifier {
+            try checkEntry(classifier, name: "classifier", expected: .mlprogram)
+            let (classifierIndex, classifierProbs) = try feature(classifier.probabilitiesOutput, in: classifier.outputs,
+                                                                 model: "classifier", kind: "output")
+            try checkVector(classifierProbs, path: "models.classifier.outputs[\(classifierIndex)]", count: labels.count,
+                            what: "one probability per label (\(labels.count) labels)")
+        }
+        if let onnx = models.onnx { // symbolic dimensions allowed
+            try checkEntry(onnx, name: "onnx", expected: .onnx)
+            guard onnx.opset >= 13 else {
+                throw BundleManifestError.invalidValue(path: "models.onnx.opset", reason: "\(onnx.opset) is below 13")
+            }
         }
     }
 

@@ -463,16 +463,25 @@ public struct BundleManifest: Codable, Equatable, Sendable {
         }
     }
 
+    /// The bundle's models: the encoder and the head are in every bundle (MLXEdgeKit loads
+    /// them); the classifier and the ONNX model only in one exported with `--extras`.
     public struct Models: Codable, Equatable, Sendable {
         public var encoder: EncoderModel
         public var head: HeadModel
-        public var classifier: ClassifierModel
-        public var onnx: ONNXModel
+        /// `--extras classifier`: not used by MLXEdgeKit.
+        public var classifier: ClassifierModel?
+        /// `--extras onnx`: not used by MLXEdgeKit.
+        public var onnx: ONNXModel?
     }
 
-    /// Which model of the bundle.
+    /// A model every bundle has: what MLXEdgeKit loads.
     public enum ModelKind: String, CaseIterable, Sendable {
-        case encoder, head, classifier, onnx
+        case encoder, head
+    }
+
+    /// A model a bundle has only when it was exported with `--extras`; MLXEdgeKit never loads one.
+    public enum ExtraKind: String, CaseIterable, Sendable {
+        case classifier, onnx
     }
 
     /// The checks the exporter ran on the bundle before writing it.
@@ -501,9 +510,20 @@ public struct BundleManifest: Codable, Equatable, Sendable {
         switch kind {
         case .encoder: return models.encoder
         case .head: return models.head
+        }
+    }
+
+    /// An extra's entry; nil when the bundle was exported without it.
+    public func model(_ kind: ExtraKind) -> (any BundleModelEntry)? {
+        switch kind {
         case .classifier: return models.classifier
         case .onnx: return models.onnx
         }
+    }
+
+    /// The extras this bundle has (none in a default export).
+    public var extras: [ExtraKind] {
+        ExtraKind.allCases.filter { model($0) != nil }
     }
 }
 

@@ -3,7 +3,8 @@ import XCTest
 @testable import MLXEdgeKit
 
 /// The manifest fixture is a real export (scripts/make_bundle_manifest_fixture.py): a tiny
-/// student with 6 labels, hidden size 32, a 226-token vocabulary, fixed length 32.
+/// student with 6 labels, hidden size 32, a 226-token vocabulary, fixed length 32, exported
+/// without extras (encoder and head only; BundleExtrasTests reads the one with extras).
 final class BundleManifestTests: XCTestCase {
     static let labels = ["finance", "health", "life", "study", "travel", "work"]
 
@@ -24,9 +25,9 @@ final class BundleManifestTests: XCTestCase {
         XCTAssertEqual(m.student.path, "tiny-student")
         XCTAssertEqual(m.models.encoder.format, .mlprogram)
         XCTAssertEqual(m.models.head.format, .neuralnetwork)
-        XCTAssertEqual(m.models.onnx.format, .onnx)
-        XCTAssertEqual(m.models.onnx.inputs[0].shape, [.symbolic("batch"), .symbolic("sequence")])
-        XCTAssertNil(m.models.onnx.inputs[0].fixedShape)
+        XCTAssertNil(m.models.classifier)
+        XCTAssertNil(m.models.onnx)
+        XCTAssertEqual(m.extras, [])
         XCTAssertEqual(m.models.head.optimizer.type, .sgd)
         XCTAssertEqual(m.models.head.optimizer.learningRate.defaultValue, 0.05)
         XCTAssertEqual(m.models.head.epochs.defaultValue, 20)
@@ -297,8 +298,6 @@ final class BundleManifestTests: XCTestCase {
         assertManifestError(try mutatedManifest(["models", "encoder", "inputs", 1], nil),
                             .invalidValue(path: "models.encoder.inputs",
                                           reason: "1 inputs, expected 2 (token ids, then attention mask)"))
-        assertManifestError(try mutatedManifest(["models", "onnx", "opset"], 11),
-                            .invalidValue(path: "models.onnx.opset", reason: "11 is below 13"))
     }
 
     // MARK: Lengths and tokenizer
@@ -389,7 +388,7 @@ final class BundleManifestTests: XCTestCase {
         XCTAssertThrowsError(try m.verifyFiles(in: directory)) {
             guard case let .fileVerificationFailed(list) = $0 as? BundleManifestError else { return XCTFail("\($0)") }
             XCTAssertEqual(list.count, modelFiles.count)
-            XCTAssertTrue("\($0)".contains("Classifier.mlpackage/Data/com.apple.CoreML/model.mlmodel is missing"), "\($0)")
+            XCTAssertTrue("\($0)".contains("Encoder.mlpackage/Data/com.apple.CoreML/model.mlmodel is missing"), "\($0)")
         }
     }
 
@@ -423,7 +422,10 @@ final class BundleManifestTests: XCTestCase {
             "vocab.txt",
         ])
         XCTAssertEqual(m.files(of: .head), ["Head.mlmodel"])
-        XCTAssertEqual(m.files(of: .onnx), ["model.onnx"])
+        XCTAssertEqual(m.files(of: .onnx), [], "not exported")
+        // A lean bundle's files are the app's files, the tokenizer's others and nothing more.
+        let others = Set(m.files.keys).subtracting(m.filesNeededOnDevice)
+        XCTAssertEqual(others, ["tokenizer.json", "tokenizer_config.json"])
     }
 
     // MARK: Digests and cache names
@@ -431,7 +433,7 @@ final class BundleManifestTests: XCTestCase {
     func testModelDigests() throws {
         let m = try Fixtures.bundleManifest()
         let digests = BundleManifest.ModelKind.allCases.map(m.modelDigest)
-        XCTAssertEqual(Set(digests).count, 4)
+        XCTAssertEqual(Set(digests).count, 2)
         XCTAssertTrue(digests.allSatisfy(SHA256Hasher.isHexDigest))
         XCTAssertEqual(m.modelDigest(.head), try Fixtures.bundleManifest().modelDigest(.head), "deterministic")
         XCTAssertEqual(m.compiledModelName(.head), "Head-\(m.modelDigest(.head).prefix(16)).mlmodelc")
