@@ -138,7 +138,7 @@ def format_details(result: AugmentResult) -> str:
         lines.append(
             f"generator {result.llm}: {g.answers} answers, {g.tokens} tokens in {g.seconds:.0f} s "
             f"({g.tokens_per_second:.1f} tokens/s); peak MLX memory {g.peak_memory / 1e6:.0f} MB "
-            f"(weights {g.weight_bytes / 1e6:.0f} MB)"
+            f"(the LLM's weights {g.weight_bytes / 1e6:.0f} MB)"
         )
         lines.append(f"parsed {t.generated} examples from the answers; {t.duplicates} duplicates or seed copies")
     else:
