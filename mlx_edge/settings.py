@@ -142,6 +142,7 @@ class TeacherTrainSettings(StageSettings):
     device: str = "auto"
     dev_fraction: float = 0.1
     trust_remote_code: bool = False
+    freeze_embeddings: bool = False  # the word-embedding table stays as pretrained (a 250k-row one is most of a step)
 
 
 @dataclass(frozen=True)

@@ -353,3 +353,17 @@ def test_real_minilm_fine_tunes_well_above_chance(minilm_dir, tmp_path):
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "mlx_edge_manifest.json").read_text())
     assert manifest["result"]["dev_accuracy"] > 0.5, manifest["result"]  # chance is 1/6
+
+
+@pytest.mark.parametrize("frozen", [True, False])
+def test_frozen_embeddings_stay_as_pretrained(base_dir, toy_data, tmp_path, frozen):
+    train, dev = toy_data
+    args = ["teacher", "train", "--model", str(base_dir), "--train", str(train), "--dev", str(dev),
+            "--out", str(tmp_path / "t"), "--epochs", "1", "--lr", "1e-2", "--quiet"]  # fmt: skip
+    result = CliRunner().invoke(main, args + (["--freeze-embeddings"] if frozen else []))
+    assert result.exit_code == 0, result.output
+    name = "bert.embeddings.word_embeddings.weight"
+    before = load_file(base_dir / "model.safetensors")
+    before = before.get(name, before.get(name.removeprefix("bert.")))
+    after = load_file(tmp_path / "t" / "model.safetensors")[name]
+    assert np.array_equal(before, after) == frozen

@@ -92,6 +92,7 @@ def train_teacher(
     label_column: str | None = None,
     force: bool = False,
     trust_remote_code: bool = TEACHER.trust_remote_code,
+    freeze_embeddings: bool = TEACHER.freeze_embeddings,
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
 ) -> TeacherTrainResult:
@@ -111,6 +112,7 @@ def train_teacher(
         device=device,
         dev_fraction=dev_fraction,
         trust_remote_code=trust_remote_code,
+        freeze_embeddings=freeze_embeddings,
     )
     refuse_overwriting_inputs(out, train, dev, model if is_local(model) else None)  # --force would delete it
     if out.exists() and not force:
@@ -130,6 +132,8 @@ def train_teacher(
         model, label_map.labels, trust_remote_code=trust_remote_code, progress=progress and dist.main
     )
     max_length = min(max_length, getattr(net.config, "max_position_embeddings", max_length))
+    if freeze_embeddings:  # AdamW over a 250k x 384 table costs more than the rest of a step
+        net.get_input_embeddings().weight.requires_grad_(False)
     net.to(torch_device)
 
     def encode(texts):
@@ -284,6 +288,8 @@ def _optimizer(net, learning_rate, weight_decay, warmup_ratio, total_steps):
 
     decay, no_decay = [], []
     for name, param in net.named_parameters():
+        if not param.requires_grad:
+            continue
         (no_decay if param.ndim < 2 or "LayerNorm" in name else decay).append(param)
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=learning_rate
