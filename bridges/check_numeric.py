@@ -130,17 +130,23 @@ def _pairs(b: Backends) -> list[tuple[str, str, str, float, tuple[str, ...]]]:
 
 
 def check_parity(b: Backends, examples: list[tuple[np.ndarray, np.ndarray]]) -> list[CheckResult]:
-    """Max |difference| over the texts for each backend pair, and how often the top label agrees."""
+    """Max |difference| over the texts for each backend pair, and how often the top label agrees
+    (a compressed program's agreement is held to its mode's floor, on the texts the reference decides)."""
     pairs = _pairs(b)
     worst = {p[0]: 0.0 for p in pairs}
-    agree = {p[0]: 0 for p in pairs}
+    agree = {p[0]: np.zeros(2, int) for p in pairs}  # agreements on all texts, on the decided ones
+    decided = {p[0]: 0 for p in pairs}
     for outs in b.run_all(examples):
         for name, backend, ref, _, keys in pairs:
             if backend not in outs or ref not in outs:
                 continue
             d = max(max_abs(outs[backend][k], outs[ref][k]) for k in keys)
             worst[name] = d if not np.isfinite(d) else max(worst[name], d)
-            agree[name] += int(np.argmax(outs[backend]["probabilities"]) == np.argmax(outs[ref]["probabilities"]))
+            same = int(np.argmax(outs[backend]["probabilities"]) == np.argmax(outs[ref]["probabilities"]))
+            top2 = np.sort(np.ravel(outs[ref]["probabilities"]))[-2:]
+            is_decided = top2.size < 2 or top2[1] - top2[0] > TOLERANCES["top1_tie_margin"]
+            decided[name] += int(is_decided)
+            agree[name] += (same, same * is_decided)
     results = []
     for name, backend, ref, tol, keys in pairs:
         d = worst[name]
@@ -150,10 +156,19 @@ def check_parity(b: Backends, examples: list[tuple[np.ndarray, np.ndarray]]) -> 
             "compared": list(keys),
             "reference": ref,
             "texts": len(examples),
-            "top1_agreement": agree[name] / max(len(examples), 1),
+            "top1_agreement": agree[name][0] / max(len(examples), 1),
         }
         ok = within(d, tol)
         detail = f"{backend} vs {ref}: max |Δ| {d:.3g} over {len(examples)} texts ({'≤' if ok else '>'} {tol:g})"
+        floor = _top1_floor(b, backend, ref)
+        if floor is not None:  # a compressed program must also keep the reference's top label
+            share = agree[name][1] / decided[name] if decided[name] else 1.0
+            figures.update(decided_texts=decided[name], top1_agreement_decided=share, min_top1_agreement=floor)
+            ok = ok and share >= floor
+            detail += (
+                f", top label agrees on {share:.0%} of the {decided[name]} texts the reference decides "
+                f"({'≥' if share >= floor else '<'} {floor:.0%})"
+            )
         results.append(CheckResult(name, ok, detail, figures))
     if b.reference is None:
         results.append(
@@ -168,6 +183,13 @@ def check_parity(b: Backends, examples: list[tuple[np.ndarray, np.ndarray]]) -> 
     elif b.mirror is None:
         results.append(CheckResult("parity.mirror", True, "student not found: ONNX is the reference", skipped=True))
     return results
+
+
+def _top1_floor(b: Backends, backend: str, ref: str) -> float | None:
+    """The share of texts on which a compressed program must give the reference's top label."""
+    if b.quantize == "none" or backend not in ("program", "classifier") or ref not in ("mirror", "onnx"):
+        return None
+    return TOLERANCES[f"top1_{b.quantize}"]
 
 
 EXTREME_TEXTS = {

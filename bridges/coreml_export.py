@@ -23,7 +23,9 @@ EMBEDDING, LOGITS, PROBABILITIES = "embedding", "logits", "probabilities"
 PRECISIONS = ("fp16", "fp32")
 COMPUTE_UNITS = ("CPU_AND_GPU", "ALL", "CPU_AND_NE", "CPU_ONLY")
 MIN_TARGETS = ("iOS16", "iOS17", "iOS18")
-QUANTIZE = ("none", "int8", "palettize")
+QUANTIZE = ("none", "int8", "int8-block", "int4-block", "palettize")
+# Block-wise modes (iOS 18's constexpr_blockwise_shift_scale): weight dtype of each.
+BLOCK_MODES = {"int8-block": "int8", "int4-block": "int4"}
 
 
 @dataclass(frozen=True)
@@ -157,8 +159,10 @@ def convert(module, *, outputs: list[str], seq: SequenceLengths, precision: str,
             ) from exc
 
 
-def compress(mlmodel, *, quantize: str, palettize_bits: int = 6, palettize_mode: str = "kmeans"):
-    """Weight compression through coremltools.optimize: int8 linear (per channel) or an n-bit LUT."""
+def compress(mlmodel, *, quantize: str, palettize_bits: int = 6, palettize_mode: str = "kmeans", block_size: int = 32):
+    """Weight compression through coremltools.optimize: int8 linear (per output channel), int8 or
+    int4 linear per block of `block_size` input weights (iOS 18), or an n-bit LUT. Symmetric: no
+    offsets, w = scale * q. coremltools leaves weights of 2048 elements or fewer as they are."""
     if quantize == "none":
         return mlmodel
     import coremltools.optimize.coreml as cto  # lazy: import_coremltools() turns a broken install into one line
@@ -167,6 +171,11 @@ def compress(mlmodel, *, quantize: str, palettize_bits: int = 6, palettize_mode:
         if quantize == "int8":
             config = cto.OptimizationConfig(global_config=cto.OpLinearQuantizerConfig(mode="linear_symmetric"))
             return cto.linear_quantize_weights(mlmodel, config)
+        if quantize in BLOCK_MODES:
+            op = cto.OpLinearQuantizerConfig(
+                mode="linear_symmetric", dtype=BLOCK_MODES[quantize], granularity="per_block", block_size=block_size
+            )
+            return cto.linear_quantize_weights(mlmodel, cto.OptimizationConfig(global_config=op))
         if palettize_mode == "kmeans":
             try:
                 import sklearn  # noqa: F401  # lazy: coremltools k-means needs it; probed only for palettize

@@ -12,6 +12,7 @@ written to a temporary directory beside `out_dir`, checked, and renamed into pla
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -24,7 +25,7 @@ from tqdm import tqdm
 
 from bridges import coreml_export as cx
 from bridges.checks import bundle_files, check_files, check_io
-from bridges.coreml_export import COMPUTE_UNITS, MIN_TARGETS, PRECISIONS, QUANTIZE, parse_seq_len
+from bridges.coreml_export import BLOCK_MODES, COMPUTE_UNITS, MIN_TARGETS, PRECISIONS, QUANTIZE, parse_seq_len
 from bridges.coreml_head import BATCH_SIZES, EPOCHS, HeadTraining, build_head, describe_head, save_head
 from bridges.onnx_export import export_onnx
 from bridges.torch_mirror import ClassifierWrapper, load_mirror, read_student_weights
@@ -81,6 +82,7 @@ def export_bundle(
     compute_units: str = EXPORT.compute_units,
     min_target: str = EXPORT.min_target,
     quantize: str = EXPORT.quantize,
+    block_size: int = EXPORT.block_size,
     palettize_bits: int = EXPORT.palettize_bits,
     palettize_mode: str = EXPORT.palettize_mode,
     optimizer: str = EXPORT.optimizer,
@@ -105,6 +107,8 @@ def export_bundle(
     with (its mlx_edge_manifest.json), else 128, within its position embeddings.
     `device` is where the MLX student runs for the parity reference (`--device`).
     `extras`: "classifier" and/or "onnx", the artifacts the app does not load (see bundle/layout.py).
+    `block_size`: weights per scale with quantize "int8-block" / "int4-block" (iOS18); it must divide
+    the student's hidden and intermediate sizes (the input widths of its weights).
     """
     start = time.perf_counter()
     student_dir, out_dir = Path(student_dir), Path(out_dir)
@@ -124,6 +128,7 @@ def export_bundle(
 
     mlx_device(device)
     config = load_config(student_dir)  # ModelError for anything that is not a model directory
+    _check_blocks(quantize, block_size, min_target, config)
     if out_dir.exists() and not force:
         raise ExportError(f"{out_dir} already exists", "pass --force to replace it, or choose another --out")
     if out_dir.resolve() == student_dir.resolve() or student_dir.resolve() in out_dir.resolve().parents:
@@ -151,9 +156,12 @@ def export_bundle(
             precision=precision,
             compute_units=compute_units,
             min_target=min_target,
-            quantize=quantize,
-            palettize_bits=palettize_bits,
-            palettize_mode=palettize_mode,
+            compression={
+                "quantize": quantize,
+                "palettize_bits": palettize_bits,
+                "palettize_mode": palettize_mode,
+                "block_size": block_size,
+            },
             training=training,
             texts=texts,
             texts_source="given texts" if parity_texts is not None else "todo dev split (mlx_edge.datasets)",
@@ -173,6 +181,28 @@ def export_bundle(
 def _check_choice(what: str, value: str, allowed) -> None:
     if value not in allowed:
         raise ExportError(f"{what} {value!r} is not one of {', '.join(allowed)}")
+
+
+def _check_blocks(quantize: str, block_size: int, min_target: str, config) -> None:
+    """A block-wise mode needs iOS 18 and a block size that divides every weight's input width:
+    coremltools would leave a weight it does not divide uncompressed, without a word."""
+    if quantize not in BLOCK_MODES:
+        return
+    if min_target != "iOS18":
+        raise ExportError(
+            f"--quantize {quantize} needs --min-target iOS18: block-wise weights "
+            "(constexpr_blockwise_shift_scale) run on iOS 18 / macOS 15 and later",
+            "add --min-target iOS18, or use --quantize int8 (per channel, iOS 16)",
+        )
+    widths = sorted({config.hidden_size, config.intermediate_size})
+    if block_size < 1 or any(w % block_size for w in widths):
+        common = math.gcd(*widths)
+        fits = [d for d in range(min(common, 64), 0, -1) if common % d == 0]
+        raise ExportError(
+            f"--block-size {block_size} does not divide the student's weight widths "
+            f"(hidden {config.hidden_size}, intermediate {config.intermediate_size})",
+            f"use --block-size {fits[0]}" + (f" (or {', '.join(map(str, fits[1:3]))})" if len(fits) > 1 else ""),
+        )
 
 
 def _size(path: Path) -> int:
@@ -200,9 +230,7 @@ def _build(
     precision,
     compute_units,
     min_target,
-    quantize,
-    palettize_bits,
-    palettize_mode,
+    compression,
     training,
     texts,
     texts_source,
@@ -261,7 +289,7 @@ def _build(
             about=about,
             meta=meta,
             convert={"precision": precision, "min_target": min_target, "compute_units": compute_units},
-            compress={"quantize": quantize, "palettize_bits": palettize_bits, "palettize_mode": palettize_mode},
+            compress=compression,
         )
         bar.update()
     mirror.fixed_length = None
@@ -298,10 +326,7 @@ def _build(
         "max_length": seq.max,
         "sequence_length": seq.to_dict(),
         "precision": precision,
-        "quantize": {
-            "mode": quantize,
-            **({"bits": palettize_bits, "method": palettize_mode} if quantize == "palettize" else {}),
-        },
+        "quantize": _quantize_entry(**compression),
         "compute_units": compute_units,
         "minimum_deployment_target": min_target,
         "tokenizer": tokenizer_entry(tokenizer, tokenizer_files, seq, spec_file),
@@ -404,6 +429,14 @@ def _head(weights: dict, training: HeadTraining, tmp: Path, *, about: str, meta:
         "epochs": head["epochs"],
         "shuffle": head["shuffle"],
     }
+
+
+def _quantize_entry(*, quantize: str, palettize_bits: int, palettize_mode: str, block_size: int) -> dict:
+    if quantize == "palettize":
+        return {"mode": quantize, "bits": palettize_bits, "method": palettize_mode}
+    if quantize in BLOCK_MODES:
+        return {"mode": quantize, "bits": {"int8": 8, "int4": 4}[BLOCK_MODES[quantize]], "block_size": block_size}
+    return {"mode": quantize}
 
 
 def _validate_manifest(manifest: dict) -> None:

@@ -227,6 +227,7 @@ class ExportSettings(StageSettings):
         "batch_size": AT_LEAST_1,
         "epochs": AT_LEAST_1,
         "n_texts": Limit(1, 600),
+        "block_size": Limit(1, 4096),
     }
     # Artifacts a bundle holds only when asked for: the app needs neither (see bundle/layout.py).
     EXTRAS: ClassVar[tuple[str, ...]] = ("classifier", "onnx")
@@ -236,6 +237,7 @@ class ExportSettings(StageSettings):
     compute_units: str = "CPU_AND_GPU"
     min_target: str = "iOS16"
     quantize: str = "none"
+    block_size: int = 32  # weights per scale along a weight's input axis, with quantize = "int8-block" / "int4-block"
     palettize_bits: int = 6
     palettize_mode: str = "kmeans"
     optimizer: str = "sgd"

@@ -76,6 +76,61 @@ def test_affine_dequantize_per_channel():
     np.testing.assert_array_equal(out, q * scale[:, None])
 
 
+def test_blockwise_shift_scale_by_hand():
+    """output[i, j] = scale[i, j // block] * (data[i, j] - offset[i, j // block]), block 2 along the rows."""
+    data = np.array([[0, 1, 2, 3], [4, 5, 6, 7]], np.uint8)  # uint4 values, unpacked as MIL loads them
+    scale = np.array([[0.5, 2.0], [1.0, 3.0]], np.float16)
+    offset = np.array([[1, 0], [2, 1]], np.uint8)
+    out = OPS["constexpr_blockwise_shift_scale"](data=data, scale=scale, offset=offset)
+    np.testing.assert_array_equal(out, np.array([[-0.5, 0, 4, 6], [2, 3, 15, 18]], np.float16))
+    assert out.dtype == np.float16  # the scale's dtype, as the op declares
+    symmetric = OPS["constexpr_blockwise_shift_scale"](data=np.array([[-8, 7, -1, 1]], np.int8), scale=scale[:1])
+    np.testing.assert_array_equal(symmetric, np.array([[-4, 3.5, -2, 2]], np.float16))
+
+
+def _blockwise_linear(mode: str, block_size: int, tmp_path, *, rows=24, cols=96):
+    """A one-linear iOS18 program compressed by bridges.coreml_export.compress, saved and loaded back."""
+    import coremltools as ct
+    from coremltools.converters.mil import Builder as mb
+
+    from bridges.coreml_export import compress
+
+    weight = np.random.default_rng(0).normal(size=(rows, cols)).astype(np.float32)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1, cols))], opset_version=ct.target.iOS18)
+    def linear(x):
+        return mb.linear(x=x, weight=weight, name="y")
+
+    model = ct.convert(  # fp32, so that only the quantization moves the weights
+        linear,
+        convert_to="mlprogram",
+        minimum_deployment_target=ct.target.iOS18,
+        compute_precision=ct.precision.FLOAT32,
+        skip_model_load=True,
+    )
+    compress(model, quantize=mode, block_size=block_size).save(str(tmp_path / "linear.mlpackage"))
+    return weight, load_program(tmp_path / "linear.mlpackage")
+
+
+@pytest.mark.parametrize("mode, levels", [("int8-block", 127), ("int4-block", 7)])
+def test_blockwise_modes_emit_one_op_the_interpreter_evaluates_as_coremltools_does(mode, levels, tmp_path):
+    from coremltools.converters.mil.mil.ops.defs.iOS18.compression import constexpr_blockwise_shift_scale as op
+
+    weight, program = _blockwise_linear(mode, 16, tmp_path)
+    ops = [o for o in program.functions["main"].operations if o.op_type.startswith("constexpr_")]
+    assert [o.op_type for o in ops] == ["constexpr_blockwise_shift_scale"]  # what coremltools 9 emits for both
+    data, scale = ops[0].data.val, ops[0].scale.val
+    assert ops[0].offset is None and scale.shape == (24, 96 // 16)  # symmetric, one scale per 16 inputs
+    assert data.min() >= -levels - 1 and data.max() <= levels
+    ours = OPS["constexpr_blockwise_shift_scale"](data=data, scale=scale)
+    np.testing.assert_array_equal(ours, op.decompress(data, scale, None))
+    # within half a quantization step of the original weight, block by block
+    step = np.repeat(np.abs(weight).reshape(24, -1, 16).max(axis=-1) / levels, 16, axis=1)
+    assert np.all(np.abs(ours - weight) <= step / 2 + 1e-6)
+    x = np.random.default_rng(1).normal(size=(1, 96)).astype(np.float32)
+    np.testing.assert_allclose(run_program(program, {"x": x})["y"], x @ ours.T, rtol=1e-5, atol=1e-5)
+
+
 @pytest.fixture(scope="module")
 def fp16_program():
     return load_program(exported("--precision", "fp16") / "Encoder.mlpackage")

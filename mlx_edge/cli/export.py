@@ -19,7 +19,7 @@ from mlx_edge.settings import EXPORT, ExportSettings
 PRECISIONS = ("fp16", "fp32")
 COMPUTE_UNITS = ("CPU_AND_GPU", "ALL", "CPU_AND_NE", "CPU_ONLY")
 MIN_TARGETS = ("iOS16", "iOS17", "iOS18")
-QUANTIZE = ("none", "int8", "palettize")
+QUANTIZE = ("none", "int8", "int8-block", "int4-block", "palettize")
 
 
 def _extras(ctx, param, value):
@@ -81,7 +81,17 @@ def _seq_len(ctx, param, value):
     type=click.Choice(QUANTIZE),
     default=EXPORT.quantize,
     show_default=True,
-    help="Weight compression (coremltools.optimize): int8 linear, or an n-bit palette.",
+    help="Weight compression (coremltools.optimize): int8 (linear, one scale per output channel); "
+    "int8-block / int4-block (linear, one scale per --block-size input weights; needs --min-target iOS18); "
+    "palettize (an n-bit palette). check holds each mode to its own tolerance (probabilities, top label).",
+)
+@click.option(
+    "--block-size",
+    type=click.IntRange(1, 4096),
+    default=EXPORT.block_size,
+    show_default=True,
+    help="Weights per scale with --quantize int8-block / int4-block. Must divide the student's hidden and "
+    "intermediate sizes (a 312/1200 TinyBERT-4 student: 24).",
 )
 @click.option(
     "--palettize-bits",
@@ -158,6 +168,7 @@ def export(
     compute_units,
     min_target,
     quantize,
+    block_size,
     palettize_bits,
     palettize_mode,
     optimizer,
@@ -187,6 +198,7 @@ def export(
     Examples:
       mlx-edge export ./student --out ./bundle
       mlx-edge export ./student --out ./bundle-int8 --quantize int8 --seq-len 64
+      mlx-edge export ./student --out ./bundle-int4 --quantize int4-block --min-target iOS18
       mlx-edge export ./student --out ./bundle --seq-len 16-128 --precision fp32 --force
       mlx-edge export ./student --out ./bundle --extras classifier,onnx
     """
@@ -201,6 +213,7 @@ def export(
         compute_units=compute_units,
         min_target=min_target,
         quantize=quantize,
+        block_size=block_size,
         palettize_bits=int(palettize_bits),
         palettize_mode=palettize_mode,
         optimizer=optimizer,

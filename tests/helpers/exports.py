@@ -32,14 +32,29 @@ def tiny_student() -> Path:
 
 
 @cache
-def exported(*options: str) -> Path:
-    """The bundle `mlx-edge export` writes with `options` (cached for the whole test run)."""
+def wide_student() -> Path:
+    """Hidden 64, FFN 128: every linear weight is above coremltools' compression threshold (2048
+    elements), so quantized exports compress the layers, not only the embeddings. initializer_range
+    0.1: at 0.2 this wider random model's softmax is so peaked that int4 moves it by 0.14."""
+    return build_tiny_bert(_ROOT / "wide-student", seed=3, initializer_range=0.1, hidden_size=64, intermediate_size=128)
+
+
+STUDENTS = {"tiny": tiny_student, "wide": wide_student}
+
+
+@cache
+def exported(*options: str, student: str = "tiny") -> Path:
+    """The bundle `mlx-edge export` writes with `options` from the `student` of STUDENTS (cached for the
+    whole test run)."""
     from mlx_edge.cli import main
 
-    out = _ROOT / ("bundle" + "".join(o.replace("-", "_").replace(",", "_") for o in options))
+    name = ("bundle" if student == "tiny" else f"bundle-{student}") + "".join(
+        o.replace("-", "_").replace(",", "_") for o in options
+    )
+    out = _ROOT / name
     args = [
         "export",
-        str(tiny_student()),
+        str(STUDENTS[student]()),
         "--out",
         str(out),
         "--seq-len",

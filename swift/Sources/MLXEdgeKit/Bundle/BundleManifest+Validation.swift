@@ -9,6 +9,7 @@ extension BundleManifest {
     /// first problem as a ``BundleManifestError``:
     ///
     /// - format and version, labels (at least 2, non-empty, unique);
+    /// - quantize: bits in range; a block-wise mode with its bits, a block size ≥ 1 and iOS18;
     /// - lengths: `max_length` ≥ 2, `sequence_length` and `tokenizer.max_length` agree with it;
     /// - tokenizer: the file its kind reads, listed in `tokenizer.files` (WordPiece: `vocab_file`;
     ///   Unigram: `spec_file`), ids inside the vocabulary, settings the tokenizer implements
@@ -32,14 +33,33 @@ extension BundleManifest {
         try validateFiles()
         try validateTokenizer()
         try validateModels()
-        if let bits = quantize.bits, ![1, 2, 3, 4, 6, 8].contains(bits) {
-            throw BundleManifestError.invalidValue(path: "quantize.bits", reason: "\(bits) is not one of 1, 2, 3, 4, 6, 8")
-        }
+        try validateQuantize()
         for key in BundleManifest.requiredVersionKeys where versions[key] == nil {
             throw BundleManifestError.missingField("versions.\(key)")
         }
         guard checks.texts >= 0 else {
             throw BundleManifestError.invalidValue(path: "checks.texts", reason: "\(checks.texts) is negative")
+        }
+    }
+
+    private func validateQuantize() throws {
+        if let bits = quantize.bits, ![1, 2, 3, 4, 6, 8].contains(bits) {
+            throw BundleManifestError.invalidValue(path: "quantize.bits", reason: "\(bits) is not one of 1, 2, 3, 4, 6, 8")
+        }
+        guard quantize.mode.isBlockwise else { return }
+        guard let blockSize = quantize.blockSize else { throw BundleManifestError.missingField("quantize.block_size") }
+        guard blockSize >= 1 else {
+            throw BundleManifestError.invalidValue(path: "quantize.block_size", reason: "\(blockSize) is below 1")
+        }
+        let bits = quantize.mode == .int8Block ? 8 : 4
+        guard quantize.bits == bits else {
+            throw BundleManifestError.inconsistent(
+                path: "quantize.bits", reason: "\(quantize.bits.map(String.init) ?? "null"), expected \(bits) for \"\(quantize.mode.rawValue)\"")
+        }
+        guard minimumDeploymentTarget == .iOS18 else {
+            throw BundleManifestError.inconsistent(
+                path: "minimum_deployment_target",
+                reason: "\"\(minimumDeploymentTarget.rawValue)\", but \"\(quantize.mode.rawValue)\" weights need iOS18")
         }
     }
 

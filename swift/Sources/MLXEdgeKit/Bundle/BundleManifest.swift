@@ -130,9 +130,16 @@ public struct BundleManifest: Codable, Equatable, Sendable {
         case fp16, fp32
     }
 
+    /// How the encoder's weights are compressed. CoreML decompresses them itself: nothing for
+    /// the app to do, beyond the deployment target (block-wise modes need iOS 18 / macOS 15).
     public struct Quantize: Codable, Equatable, Sendable {
         public enum Mode: String, Codable, CaseIterable, Sendable, BundleManifestEnum {
             case none, int8, palettize
+            /// Linear int8 / int4 with one scale per `blockSize` input weights (iOS 18).
+            case int8Block = "int8-block", int4Block = "int4-block"
+
+            /// Whether the mode is block-wise (needs iOS 18 and a `block_size`).
+            public var isBlockwise: Bool { self == .int8Block || self == .int4Block }
         }
 
         public enum Method: String, Codable, CaseIterable, Sendable, BundleManifestEnum {
@@ -140,8 +147,16 @@ public struct BundleManifest: Codable, Equatable, Sendable {
         }
 
         public var mode: Mode
+        /// Bits per weight (palettize and the block-wise modes).
         public var bits: Int?
         public var method: Method?
+        /// Weights per scale along a weight's input axis (block-wise modes).
+        public var blockSize: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case mode, bits, method
+            case blockSize = "block_size"
+        }
     }
 
     /// The compute units the encoder was exported for (`MLComputeUnits` on device).

@@ -82,3 +82,41 @@ extension Fixtures {
         try BundleManifest(jsonData: try extrasManifestData())
     }
 }
+
+/// Block-wise quantized bundles (`--quantize int8-block|int4-block --block-size N`, iOS 18).
+final class BlockwiseQuantizeTests: XCTestCase {
+    private func blockwise(_ mode: String, bits: Any?, blockSize: Any?, target: String = "iOS18") throws -> Data {
+        try mutatedManifest([
+            (["quantize"], ["mode": mode, "bits": bits as Any, "block_size": blockSize as Any]
+                .compactMapValues { $0 is NSNull ? nil : $0 }),
+            (["minimum_deployment_target"], target),
+        ])
+    }
+
+    func testDecodesTheBlockwiseModes() throws {
+        let int4 = try decodeManifest(try blockwise("int4-block", bits: 4, blockSize: 32))
+        XCTAssertEqual(int4.quantize.mode, .int4Block)
+        XCTAssertTrue(int4.quantize.mode.isBlockwise)
+        XCTAssertEqual(int4.quantize.blockSize, 32)
+        XCTAssertEqual(int4.quantize.bits, 4)
+        let int8 = try decodeManifest(try blockwise("int8-block", bits: 8, blockSize: 24))
+        XCTAssertEqual(int8.quantize.mode, .int8Block)
+        XCTAssertEqual(try BundleManifest(jsonData: try int8.jsonData()), int8)
+        XCTAssertFalse(BundleManifest.Quantize.Mode.int8.isBlockwise)
+    }
+
+    func testABlockwiseModeNeedsItsSettingsAndIOS18() throws {
+        assertManifestError(try blockwise("int4-block", bits: 4, blockSize: NSNull()),
+                            .missingField("quantize.block_size"))
+        assertManifestError(try blockwise("int4-block", bits: 4, blockSize: 0),
+                            .invalidValue(path: "quantize.block_size", reason: "0 is below 1"))
+        assertManifestError(try blockwise("int4-block", bits: 8, blockSize: 32),
+                            .inconsistent(path: "quantize.bits", reason: "8, expected 4 for \"int4-block\""))
+        assertManifestError(try blockwise("int8-block", bits: 8, blockSize: 32, target: "iOS17"),
+                            .inconsistent(path: "minimum_deployment_target",
+                                          reason: "\"iOS17\", but \"int8-block\" weights need iOS18"))
+        assertManifestError(try mutatedManifest(["quantize", "mode"], "int2-block"),
+                            .invalidValue(path: "quantize.mode", reason: "\"int2-block\" is not one of \"none\", "
+                                + "\"int8\", \"palettize\", \"int8-block\", \"int4-block\""))
+    }
+}
