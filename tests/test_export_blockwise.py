@@ -58,6 +58,18 @@ def test_block_mode_exports_and_passes_its_stated_tolerances(mode, bits):
     assert 0 < weights["max_relative_error_compressed"] <= TOLERANCES[f"weights_{mode}"]
 
 
+@pytest.mark.parametrize("mode", ["int8-block", "int4-block"])
+def test_check_verifies_the_block_bundle_on_linux(mode):
+    result = CliRunner().invoke(main, ["check", str(_bundle(mode)), "--texts", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    results = _results(json.loads(result.output))
+    # an iOS 18 program casts the ids to int16 and wraps negative ones before its embedding lookup
+    vocab = results["tokenizer.vocabulary"]
+    assert vocab["ok"] and not vocab["skipped"] and "226 tokens, the encoder's embedding rows" in vocab["detail"]
+    assert results["parity.encoder.program"]["figures"]["tolerance"] == TOLERANCES[f"probs_{mode}"]
+    assert results["weights.encoder"]["ok"] and results["extreme.emoji_mixed_scripts"]["ok"]
+
+
 def test_every_layer_is_compressed_block_by_block():
     from bridges.mil_numpy import load_program
 

@@ -147,11 +147,26 @@ def embedding_rows(spec) -> int | None:
     shapes = {
         out.name: [int(d.constant.size) for d in out.type.tensorType.dimensions] for op in ops for out in op.outputs
     }
+    producers = {out.name: op for op in ops for out in op.outputs}
     for op in ops:
-        if op.type == "gather" and _arguments(op, "indices") == [INPUT_IDS]:
+        if op.type == "gather" and any(_carries_ids(name, producers) for name in _arguments(op, "indices")):
             table = shapes.get(next(iter(_arguments(op, "x")), None))
             return table[0] if table else None
     return None
+
+
+# Ops through which the token ids reach the embedding lookup unchanged in meaning: iOS 17+ programs
+# cast them to int16 and wrap negative indices (select(i >= 0, i, i + rows)) before the gather.
+_ID_PATHS = {"cast": ("x",), "identity": ("x",), "select": ("a", "b"), "add": ("x", "y")}
+
+
+def _carries_ids(name: str, producers: dict, depth: int = 0) -> bool:
+    if name == INPUT_IDS:
+        return True
+    op = producers.get(name)
+    if op is None or op.type not in _ID_PATHS or depth > 16:
+        return False
+    return any(_carries_ids(arg, producers, depth + 1) for key in _ID_PATHS[op.type] for arg in _arguments(op, key))
 
 
 def _size_problems(name: str, tokens: list[str], manifest: dict, specs: dict) -> list[str]:
