@@ -895,7 +895,6 @@ CASES = [
         O,
         ("is the input",),
         keep=("{tmp}/data/train.jsonl",),
-        xfail="augment/api.py does not call refuse_overwriting_inputs: --force overwrote 240 seed lines with 2",
     ),
     Case(
         "augment-teacher-bare-encoder",

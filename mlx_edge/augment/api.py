@@ -30,7 +30,7 @@ from mlx_edge.augment.report import COLUMNS as COLUMNS  # re-exported: the table
 from mlx_edge.augment.report import AugmentResult, ClassCounts, GeneratorStats, measure_generation
 from mlx_edge.data import LabelMap, language_of, read_labeled
 from mlx_edge.errors import AugmentError, AugmentMismatch, DataError
-from mlx_edge.fileio import atomic_write_json
+from mlx_edge.fileio import atomic_write_json, refuse_overwriting_inputs
 from mlx_edge.manifest import file_fingerprint, versions
 from mlx_edge.progress import progress_bar
 from mlx_edge.settings import AUGMENT
@@ -107,6 +107,8 @@ def augment(
     if method == "llm" and generator is None:
         check_llm(llm)
     _check_writable(out)
+    if force:  # --force replaces --out: never when it is one of the inputs
+        refuse_overwriting_inputs(out, seeds, teacher, llm if llm and Path(llm).exists() else None)
     manifest_path, state_path = sidecar_paths(out)
     state = _start(out, manifest_path, state_path, setup, force)
     resumed = state["round"] > 0
