@@ -194,6 +194,11 @@ def cache_problem(teacher: BuiltinTeacher, directory: Path) -> str | None:
     made_from = (manifest.get("converter"), manifest.get("weights_sha256"), manifest.get("tokenizer_sha256"))
     if made_from != (CONVERTER_VERSION, teacher.weights.sha256, teacher.tokenizer.sha256):
         return "made by another converter or from other sources"
+    return files_problem(directory, manifest)
+
+
+def files_problem(directory: Path, manifest: dict) -> str | None:
+    """What is wrong with a converted cache's files against its manifest's list, or None."""
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
         return "the manifest lists no files"
@@ -206,31 +211,38 @@ def cache_problem(teacher: BuiltinTeacher, directory: Path) -> str | None:
     return None
 
 
-def build(teacher: BuiltinTeacher, weights: Path, tokenizer: Path, final: Path) -> None:
-    """Convert into a temporary sibling of `final`, then rename it into place (never a partial `final`)."""
-    check_source(weights, teacher.weights)
-    check_source(tokenizer, teacher.tokenizer)
+def convert_into(final: Path, convert, kind: str, complete, **manifest_fields) -> None:
+    """Run `convert(staging)` in a temporary sibling of `final`, record its files' sha256 in a manifest of
+    `kind`, then rename it into place when `complete(directory)` holds (never a partial `final`)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(final)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-{os.getpid()}-", dir=final.parent))
     try:
-        convert_e5(weights, tokenizer, staging)
+        convert(staging)
         files = {p.name: sha256_file(p) for p in sorted(staging.iterdir())}
-        write_manifest(
-            staging,
-            MANIFEST_KIND,
-            name=teacher.name,
-            description=teacher.description,
-            converter=CONVERTER_VERSION,
-            weights_source=f"{teacher.weights.dist}=={teacher.weights.version}:{teacher.weights.path}",
-            weights_sha256=teacher.weights.sha256,
-            tokenizer_source=f"{teacher.tokenizer.dist}=={teacher.tokenizer.version}:{teacher.tokenizer.path}",
-            tokenizer_sha256=teacher.tokenizer.sha256,
-            files=files,
-        )
-        publish(staging, final, complete=lambda d: cache_problem(teacher, d) is None)
+        write_manifest(staging, kind, **manifest_fields, files=files)
+        publish(staging, final, complete=complete)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def build(teacher: BuiltinTeacher, weights: Path, tokenizer: Path, final: Path) -> None:
+    """Convert into a temporary sibling of `final`, then rename it into place (never a partial `final`)."""
+    check_source(weights, teacher.weights)
+    check_source(tokenizer, teacher.tokenizer)
+    convert_into(
+        final,
+        lambda staging: convert_e5(weights, tokenizer, staging),
+        MANIFEST_KIND,
+        lambda d: cache_problem(teacher, d) is None,
+        name=teacher.name,
+        description=teacher.description,
+        converter=CONVERTER_VERSION,
+        weights_source=f"{teacher.weights.dist}=={teacher.weights.version}:{teacher.weights.path}",
+        weights_sha256=teacher.weights.sha256,
+        tokenizer_source=f"{teacher.tokenizer.dist}=={teacher.tokenizer.version}:{teacher.tokenizer.path}",
+        tokenizer_sha256=teacher.tokenizer.sha256,
+    )
 
 
 def publish(staging: Path, final: Path, *, complete: Callable[[Path], bool]) -> None:

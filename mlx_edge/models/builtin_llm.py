@@ -10,18 +10,14 @@ beside its final path and renamed into place.
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlx_edge.errors import ManifestError
-from mlx_edge.fileio import sha256_file
-from mlx_edge.manifest import MANIFEST_NAME, installed_version, read_manifest, write_manifest
-from mlx_edge.models.builtin import Source, cache_root, check_source, locate, publish, remove_stale
+from mlx_edge.manifest import MANIFEST_NAME, installed_version, read_manifest
+from mlx_edge.models.builtin import Source, cache_root, check_source, convert_into, files_problem, locate
 
 MANIFEST_KIND = "builtin-llm"
 # Raise when the conversion's output changes: every cached copy made before is then rebuilt.
@@ -103,16 +99,7 @@ def cache_problem(llm: BuiltinLlm, directory: Path) -> str | None:
         return f"no {MANIFEST_NAME}"
     if (manifest.get("converter"), manifest.get("gguf_sha256")) != (CONVERTER_VERSION, llm.gguf.sha256):
         return "made by another converter or from another file"
-    files = manifest.get("files")
-    if not isinstance(files, dict) or not files:
-        return "the manifest lists no files"
-    present = {p.name for p in directory.iterdir()} - {MANIFEST_NAME}
-    if present != set(files):
-        return f"files {sorted(present ^ set(files))} differ from the manifest"
-    for name, digest in files.items():
-        if sha256_file(directory / name) != digest:
-            return f"{name} does not match its sha256"
-    return None
+    return files_problem(directory, manifest)
 
 
 def build(llm: BuiltinLlm, gguf: Path, final: Path) -> None:
@@ -120,25 +107,17 @@ def build(llm: BuiltinLlm, gguf: Path, final: Path) -> None:
     from mlx_edge.models.smollm import convert_gguf_llama  # lazy: doctor imports this module and runs without mlx
 
     check_source(gguf, llm.gguf)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(final)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-{os.getpid()}-", dir=final.parent))
-    try:
-        convert_gguf_llama(gguf, staging)
-        files = {p.name: sha256_file(p) for p in sorted(staging.iterdir())}
-        write_manifest(
-            staging,
-            MANIFEST_KIND,
-            name=llm.name,
-            description=llm.description,
-            converter=CONVERTER_VERSION,
-            gguf_source=f"{llm.gguf.dist}=={llm.gguf.version}:{llm.gguf.path}",
-            gguf_sha256=llm.gguf.sha256,
-            files=files,
-        )
-        publish(staging, final, complete=lambda d: cache_problem(llm, d) is None)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    convert_into(
+        final,
+        lambda staging: convert_gguf_llama(gguf, staging),
+        MANIFEST_KIND,
+        lambda d: cache_problem(llm, d) is None,
+        name=llm.name,
+        description=llm.description,
+        converter=CONVERTER_VERSION,
+        gguf_source=f"{llm.gguf.dist}=={llm.gguf.version}:{llm.gguf.path}",
+        gguf_sha256=llm.gguf.sha256,
+    )
 
 
 def builtin_llm_status() -> list[dict]:
