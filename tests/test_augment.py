@@ -19,12 +19,9 @@ from mlx_edge.cli import main
 from mlx_edge.data import read_labeled
 from mlx_edge.errors import AugmentError
 from tests.helpers.cli import assert_one_line_error
+from tests.helpers.llm import build_tiny_llm
 from tests.helpers.tiny import WORDS, write_jsonl
 
-CHATML = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 SEEDS = [
     {"text": "pay the credit card bill", "label": "finance"},
     {"text": "pay bill", "label": "finance"},
@@ -33,49 +30,6 @@ SEEDS = [
     {"text": "run in the park", "label": "health"},
     {"text": "dentist run", "label": "health"},
 ]
-
-
-def build_tiny_llm(directory: Path) -> Path:
-    """A random 1-layer qwen2 with a byte-level BPE tokenizer and a ChatML template, as mlx-lm loads it."""
-    import mlx.core as mx
-    from mlx.utils import tree_flatten
-    from mlx_lm.models import qwen2
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    directory.mkdir(parents=True, exist_ok=True)
-    tk = Tokenizer(models.BPE())
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    corpus = [r["text"] for r in SEEDS] + ["交房租和水电费", "Write new examples of the class, one per line"]
-    trainer = trainers.BpeTrainer(
-        vocab_size=300,
-        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tk.train_from_iterator(corpus * 5, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    fast.chat_template = CHATML
-    fast.save_pretrained(directory)
-    config = {
-        "model_type": "qwen2",
-        "hidden_size": 32,
-        "num_hidden_layers": 1,
-        "intermediate_size": 64,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "rms_norm_eps": 1e-6,
-        "vocab_size": tk.get_vocab_size(),
-        "max_position_embeddings": 512,
-        "rope_theta": 10000.0,
-        "tie_word_embeddings": True,
-        "eos_token_id": tk.token_to_id("<|im_end|>"),
-    }
-    (directory / "config.json").write_text(json.dumps(config))
-    mx.random.seed(0)
-    model = qwen2.Model(qwen2.ModelArgs.from_dict(config))
-    mx.save_safetensors(str(directory / "model.safetensors"), dict(tree_flatten(model.parameters())))
-    return directory
 
 
 @pytest.fixture(scope="session")
