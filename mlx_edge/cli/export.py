@@ -267,9 +267,10 @@ def export(
 @device_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def check(bundle_dir, student_dir, n_texts, device, as_json):
-    """Verify an export bundle without a Mac; exit 1 with a table of what failed.
+    """Verify an export bundle without a Mac; exit 11 with a table of what failed.
 
-    Names, shapes and dtypes against manifest.json; sha256 of every file; the programs'
+    Names, shapes and dtypes against manifest.json; sha256 of every file; labels and vocabulary
+    against what the models record; no path or link out of the bundle; the programs'
     weights against the student's; MLX vs PyTorch mirror vs ONNX Runtime (when the bundle has
     model.onnx) vs the mlprogram itself (run op by op in NumPy; on macOS also with
     MLModel.predict per compute unit); extreme inputs; the updatable head's spec and a
