@@ -19,17 +19,10 @@ from mlx_edge.cli import main
 from mlx_edge.data import read_labeled
 from mlx_edge.errors import AugmentError
 from tests.helpers.cli import assert_one_line_error
-from tests.helpers.llm import build_tiny_llm
+from tests.helpers.llm import AUGMENT_SEEDS, build_tiny_llm
 from tests.helpers.tiny import WORDS, write_jsonl
 
-SEEDS = [
-    {"text": "pay the credit card bill", "label": "finance"},
-    {"text": "pay bill", "label": "finance"},
-    {"text": "card credit pay", "label": "finance"},
-    {"text": "book a dentist appointment", "label": "health"},
-    {"text": "run in the park", "label": "health"},
-    {"text": "dentist run", "label": "health"},
-]
+SEEDS = AUGMENT_SEEDS
 
 
 @pytest.fixture(scope="session")

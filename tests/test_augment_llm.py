@@ -30,7 +30,7 @@ from mlx_edge.models import builtin, builtin_llm, smollm
 from mlx_edge.models.builtin import Source
 from mlx_edge.models.builtin_llm import BuiltinLlm, cache_problem, ensure_builtin_llm, llm_dir
 from tests.helpers.cli import assert_one_line_error
-from tests.helpers.llm import CHATML, build_tiny_llm, smollm_tokenizer, write_tiny_llama_gguf
+from tests.helpers.llm import AUGMENT_SEEDS, CHATML, build_tiny_llm, smollm_tokenizer, write_tiny_llama_gguf
 from tests.helpers.tiny import write_jsonl
 
 if os.environ.get("CI"):  # CI's setup installs it: a missing package is a failure there, not a skip
@@ -39,14 +39,7 @@ else:
     pytest.importorskip("gguf", reason="pip install --no-deps gguf==0.19.0 (writes the tiny GGUF)")
 
 NAME = "tiny-smollm"
-SEEDS = [
-    {"text": "pay the credit card bill", "label": "finance"},
-    {"text": "pay bill", "label": "finance"},
-    {"text": "card credit pay", "label": "finance"},
-    {"text": "book a dentist appointment", "label": "health"},
-    {"text": "run in the park", "label": "health"},
-    {"text": "dentist run", "label": "health"},
-]
+SEEDS = AUGMENT_SEEDS
 
 
 @pytest.fixture(scope="module")

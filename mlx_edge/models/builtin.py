@@ -183,22 +183,27 @@ def check_source(path: Path, source: Source) -> None:
 
 def cache_problem(teacher: BuiltinTeacher, directory: Path) -> str | None:
     """None when `directory` is a complete conversion of `teacher`; else what is wrong with it."""
+    made_from = {
+        "converter": CONVERTER_VERSION,
+        "weights_sha256": teacher.weights.sha256,
+        "tokenizer_sha256": teacher.tokenizer.sha256,
+    }
+    return conversion_problem(directory, MANIFEST_KIND, made_from, "made by another converter or from other sources")
+
+
+def conversion_problem(directory: Path, kind: str, made_from: dict, other_source: str) -> str | None:
+    """None when `directory` is a complete conversion (a manifest of `kind` whose fields equal `made_from`,
+    and every file it lists, with its sha256); else what is wrong (`other_source` when the fields differ)."""
     if not directory.is_dir():
         return "not converted"
     try:
-        manifest = read_manifest(directory, kind=MANIFEST_KIND)
+        manifest = read_manifest(directory, kind=kind)
     except ManifestError as exc:
         return str(exc)
     if manifest is None:
         return f"no {MANIFEST_NAME}"
-    made_from = (manifest.get("converter"), manifest.get("weights_sha256"), manifest.get("tokenizer_sha256"))
-    if made_from != (CONVERTER_VERSION, teacher.weights.sha256, teacher.tokenizer.sha256):
-        return "made by another converter or from other sources"
-    return files_problem(directory, manifest)
-
-
-def files_problem(directory: Path, manifest: dict) -> str | None:
-    """What is wrong with a converted cache's files against its manifest's list, or None."""
+    if any(manifest.get(key) != value for key, value in made_from.items()):
+        return other_source
     files = manifest.get("files")
     if not isinstance(files, dict) or not files:
         return "the manifest lists no files"

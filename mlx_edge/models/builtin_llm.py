@@ -15,9 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlx_edge.errors import ManifestError
-from mlx_edge.manifest import MANIFEST_NAME, installed_version, read_manifest
-from mlx_edge.models.builtin import Source, cache_root, check_source, convert_into, files_problem, locate
+from mlx_edge.manifest import installed_version
+from mlx_edge.models.builtin import Source, cache_root, check_source, conversion_problem, convert_into, locate
 
 MANIFEST_KIND = "builtin-llm"
 # Raise when the conversion's output changes: every cached copy made before is then rebuilt.
@@ -89,17 +88,8 @@ def _say(message: str, enabled: bool) -> None:
 
 def cache_problem(llm: BuiltinLlm, directory: Path) -> str | None:
     """None when `directory` is a complete conversion of `llm`; else what is wrong with it."""
-    if not directory.is_dir():
-        return "not converted"
-    try:
-        manifest = read_manifest(directory, kind=MANIFEST_KIND)
-    except ManifestError as exc:
-        return str(exc)
-    if manifest is None:
-        return f"no {MANIFEST_NAME}"
-    if (manifest.get("converter"), manifest.get("gguf_sha256")) != (CONVERTER_VERSION, llm.gguf.sha256):
-        return "made by another converter or from another file"
-    return files_problem(directory, manifest)
+    made_from = {"converter": CONVERTER_VERSION, "gguf_sha256": llm.gguf.sha256}
+    return conversion_problem(directory, MANIFEST_KIND, made_from, "made by another converter or from another file")
 
 
 def build(llm: BuiltinLlm, gguf: Path, final: Path) -> None:

@@ -12,6 +12,15 @@ CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+# Labeled seeds the augment tests share: two classes, three each.
+AUGMENT_SEEDS = [
+    {"text": "pay the credit card bill", "label": "finance"},
+    {"text": "pay bill", "label": "finance"},
+    {"text": "card credit pay", "label": "finance"},
+    {"text": "book a dentist appointment", "label": "health"},
+    {"text": "run in the park", "label": "health"},
+    {"text": "dentist run", "label": "health"},
+]
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CORPUS = [
     "pay the credit card bill",

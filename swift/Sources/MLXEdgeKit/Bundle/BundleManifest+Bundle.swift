@@ -50,12 +50,7 @@ extension BundleManifest {
             throw BundleManifestError.unsupportedTokenizerSetting(
                 name: "vocab_file", value: "null", reason: "MLXEdgeKit's BertTokenizer needs a WordPiece vocab.txt")
         }
-        guard BundleManifest.isSafeRelativePath(name) else { throw BundleManifestError.invalidFilePath(name) }
-        let url = BundleManifest.url(of: name, in: bundleDirectory)
-        guard BundleManifest.staysInside(url, bundleDirectory: bundleDirectory) else {
-            throw BundleManifestError.invalidFilePath("\(name) (a link that leads out of the bundle)")
-        }
-        return url
+        return try BundleManifest.fileURL(name, in: bundleDirectory)
     }
 
     /// Where the Unigram spec (`tokenizer.spec_file`) is in the bundle folder.
@@ -64,12 +59,7 @@ extension BundleManifest {
             throw BundleManifestError.unsupportedTokenizerSetting(
                 name: "spec_file", value: "null", reason: "MLXEdgeKit's UnigramTokenizer needs the spec the exporter writes")
         }
-        guard BundleManifest.isSafeRelativePath(name) else { throw BundleManifestError.invalidFilePath(name) }
-        let url = BundleManifest.url(of: name, in: bundleDirectory)
-        guard BundleManifest.staysInside(url, bundleDirectory: bundleDirectory) else {
-            throw BundleManifestError.invalidFilePath("\(name) (a link that leads out of the bundle)")
-        }
-        return url
+        return try BundleManifest.fileURL(name, in: bundleDirectory)
     }
 
     /// The one tokenizer file MLXEdgeKit reads: `tokenizer.vocab_file` (WordPiece) or
@@ -235,6 +225,16 @@ extension BundleManifest {
     public static func url(of relativePath: String, in bundleDirectory: URL) -> URL {
         var url = bundleDirectory
         for part in relativePath.split(separator: "/") { url.appendPathComponent(String(part)) }
+        return url
+    }
+
+    /// The URL of a file the manifest names, refused when its path is unsafe or a link leads it out of the bundle.
+    static func fileURL(_ name: String, in bundleDirectory: URL) throws -> URL {
+        guard isSafeRelativePath(name) else { throw BundleManifestError.invalidFilePath(name) }
+        let url = url(of: name, in: bundleDirectory)
+        guard staysInside(url, bundleDirectory: bundleDirectory) else {
+            throw BundleManifestError.invalidFilePath("\(name) (a link that leads out of the bundle)")
+        }
         return url
     }
 
