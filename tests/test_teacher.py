@@ -367,3 +367,37 @@ def test_frozen_embeddings_stay_as_pretrained(base_dir, toy_data, tmp_path, froz
     before = before.get(name, before.get(name.removeprefix("bert.")))
     after = load_file(tmp_path / "t" / "model.safetensors")[name]
     assert np.array_equal(before, after) == frozen
+
+
+@pytest.mark.slow  # two torchrun processes, each importing torch and transformers
+def test_label_under_torchrun_writes_the_single_process_cache(trained_teacher, toy_data, tmp_path):
+    """2 gloo ranks on CPU deal the shards between them; rank 0 writes one index. The cache must be
+    the one a single process writes: same shard files, logits within 1e-5, same hidden states."""
+    train, dev = toy_data
+    common = ["--teacher", str(trained_teacher), "--data", str(train), "--data", str(dev), "--shard-size", "25"]
+    common += ["--hidden-layers", "1", "--backend", "torch", "--device", "cpu", "--quiet"]
+    single = CliRunner().invoke(main, ["teacher", "label", *common, "--out", str(tmp_path / "one")])
+    assert single.exit_code == 0, single.output
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "mlx_edge"]
+        + ["teacher", "label", *common, "--out", str(tmp_path / "two")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("targets written to") == 1 and "2 ranks" in proc.stdout  # rank 0 reports
+    TargetsCache.open(tmp_path / "two")  # complete and consistent as a cache
+    index_one = json.loads((tmp_path / "one" / "index.json").read_text())["shards"]
+    index_two = json.loads((tmp_path / "two" / "index.json").read_text())["shards"]
+    assert len(index_one) >= 3 and [s["file"] for s in index_two] == [s["file"] for s in index_one]
+    for s1, s2 in zip(index_one, index_two):
+        assert (s2["start"], s2["count"]) == (s1["start"], s1["count"])
+        a, b = load_file(tmp_path / "one" / s1["file"]), load_file(tmp_path / "two" / s2["file"])
+        assert sorted(a) == sorted(b)
+        np.testing.assert_allclose(b["logits"], a["logits"], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(b["hidden.1"].astype(np.float32), a["hidden.1"].astype(np.float32), atol=2e-3)
+        np.testing.assert_array_equal(b["text_hash"], a["text_hash"])
+    assert not list((tmp_path / "two").glob(".shard-*"))

@@ -233,10 +233,13 @@ def teacher_label(
     Logits (fp32) always; hidden states and attention maps (fp16) of the layers you name.
     Sharded safetensors with an index and a manifest. Re-running an interrupted command
     continues after the last complete shard; the disk space needed is checked first.
+    Under torchrun the shards are dealt over the ranks (one GPU each on CUDA) and rank 0
+    writes the one index: the cache is the same as a single process writes.
 
     \b
     Examples:
       mlx-edge teacher label --teacher teacher --data train.csv --out targets
+      torchrun --nproc_per_node 2 -m mlx_edge teacher label --teacher teacher --data train.csv --out targets
       mlx-edge teacher label --teacher teacher --data train.csv --data synthetic.jsonl \\
           --hidden-layers 0,6,12 --attention-layers 6,12 --backend mlx --out targets
     """
@@ -258,11 +261,14 @@ def teacher_label(
         force=force,
         progress=not quiet,
     )
+    if result.rank != 0:  # under torchrun rank 0 reports for all
+        return
+    ranks = f", {result.world_size} ranks" if result.world_size > 1 else ""
     if result.resumed_from and result.resumed_from == result.shards:
         click.echo(f"{result.out_dir} is already complete ({result.examples} examples, {result.shards} shards)")
     else:
         resumed = f", resumed after shard {result.resumed_from}" if result.resumed_from else ""
         click.echo(
             f"targets written to {result.out_dir}: {result.examples} examples in {result.shards} shards"
-            f"{resumed} ({result.samples_per_second:.1f} examples/s, {result.backend})"
+            f"{resumed} ({result.samples_per_second:.1f} examples/s, {result.backend}{ranks})"
         )

@@ -17,7 +17,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx_edge.data import bucketed_batches, collate, read_labeled
-from mlx_edge.errors import ConfigError, DataError, ModelError, SetupMismatch, TargetsError
+from mlx_edge.errors import ConfigError, DataError, MlxEdgeError, ModelError, SetupMismatch, TargetsError
 from mlx_edge.fileio import refuse_overwriting_inputs
 from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, read_manifest, write_manifest
 from mlx_edge.models.checkpoint import load_model
@@ -25,6 +25,7 @@ from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.cpu_streams import blas_limit, resolve_shards, sharded_forward
 from mlx_edge.runtime.devices import mlx_device, torch_placement
+from mlx_edge.runtime.distributed import Ranks, init_ranks
 from mlx_edge.settings import LABEL
 from mlx_edge.targets import estimate_bytes, human_bytes, read_index, text_hash, write_index, write_shard
 from mlx_edge.teacher.source import (
@@ -48,6 +49,8 @@ class LabelResult:
     bytes_written: int
     samples_per_second: float
     backend: str
+    rank: int = 0  # under torchrun: this process's rank, of world_size
+    world_size: int = 1
 
 
 def label_targets(
@@ -111,62 +114,70 @@ def label_targets(
         "data": fingerprints,
         "backend": backend,
     }
-    done = _resume_point(out, setup, force)
+    ranks = init_ranks()  # under torchrun: shards dealt round-robin over the ranks, rank 0 keeps the index
+
+    def check_space(start: int) -> None:
+        need = estimate_bytes(
+            lengths[start:],
+            shard_size=shard_size,
+            num_labels=len(labels),
+            hidden_size=config["hidden_size"],
+            heads=config["num_attention_heads"],
+            hidden_layers=hidden_layers,
+            attention_layers=attention_layers,
+        )
+        free = shutil.disk_usage(_existing_ancestor(out)).free
+        if need > free * 0.95:
+            raise TargetsError(
+                f"the targets cache needs about {human_bytes(need)} but only {human_bytes(free)} "
+                f"is free on the disk of {out}",
+                "use fewer --hidden-layers, drop --attention-layers, lower --max-length, or another --out",
+            )
+
+    done = _prepare_out(out, setup, force, ranks, check_space)
     start_example = sum(s["count"] for s in done)
     if start_example == len(texts):
-        return LabelResult(str(out), len(texts), len(done), len(done), 0, 0.0, backend)
-
-    need = estimate_bytes(
-        lengths[start_example:],
-        shard_size=shard_size,
-        num_labels=len(labels),
-        hidden_size=config["hidden_size"],
-        heads=config["num_attention_heads"],
-        hidden_layers=hidden_layers,
-        attention_layers=attention_layers,
-    )
-    free = shutil.disk_usage(_existing_ancestor(out)).free
-    if need > free * 0.95:
-        raise TargetsError(
-            f"the targets cache needs about {human_bytes(need)} but only {human_bytes(free)} "
-            f"is free on the disk of {out}",
-            "use fewer --hidden-layers, drop --attention-layers, lower --max-length, or another --out",
-        )
-    if not done:
-        out.mkdir(parents=True, exist_ok=True)
-        write_manifest(out, "targets", **setup)
-        write_index(out, [])
+        return LabelResult(str(out), len(texts), len(done), len(done), 0, 0.0, backend, ranks.rank, ranks.world)
 
     if backend == "torch":
-        transformers_progress(progress)
-        forward = _torch_forward(teacher, device, attention_layers)
+        transformers_progress(progress and ranks.main)
+        forward = _torch_forward(teacher, device, attention_layers, ranks.local_rank)
     else:
         forward = _mlx_forward(teacher, device, batch_size)
     hashes = np.array([text_hash(t) for t in texts], dtype=np.int64)
     shards, written, started = list(done), 0, time.perf_counter()
-    bar = progress_bar(len(texts), desc="label", unit="ex", enabled=progress, initial=start_example)
-    for number in range(len(done), -(-len(texts) // shard_size)):
-        rows = np.arange(number * shard_size, min(len(texts), (number + 1) * shard_size))
-        tensors = _label_shard(
-            forward,
-            ids,
-            rows,
-            pad_id=tokenizer.pad_id,
-            batch_size=batch_size,
-            hidden_layers=hidden_layers,
-            attention_layers=attention_layers,
-        )
-        tensors.update(ids=rows.astype(np.int64), text_hash=hashes[rows], lengths=lengths[rows].astype(np.int32))
-        entry = write_shard(out, number, tensors)
-        shards.append(entry)
-        write_index(out, shards)
-        written += (out / entry["file"]).stat().st_size
-        if bar is not None:
-            bar.update(len(rows))
-        if on_shard is not None:
-            on_shard(number, len(rows))
+    bar = progress_bar(len(texts), desc="label", unit="ex", enabled=progress and ranks.main, initial=start_example)
+    total = -(-len(texts) // shard_size)
+    for first in range(len(done), total, ranks.world):
+        mine = None
+        number = first + ranks.rank
+        if number < total:
+            rows = np.arange(number * shard_size, min(len(texts), (number + 1) * shard_size))
+            tensors = _label_shard(
+                forward,
+                ids,
+                rows,
+                pad_id=tokenizer.pad_id,
+                batch_size=batch_size,
+                hidden_layers=hidden_layers,
+                attention_layers=attention_layers,
+            )
+            tensors.update(ids=rows.astype(np.int64), text_hash=hashes[rows], lengths=lengths[rows].astype(np.int32))
+            mine = write_shard(out, number, tensors)
+        # The index only ever lists a complete prefix of shards: an interrupted run resumes after it.
+        new = [e for e in ranks.gather(mine) if e is not None]
+        shards += new
+        if ranks.main:
+            write_index(out, shards)
+        for number, entry in enumerate(new, start=len(shards) - len(new)):
+            written += (out / entry["file"]).stat().st_size
+            if bar is not None:
+                bar.update(entry["count"])
+            if on_shard is not None and ranks.main:
+                on_shard(number, entry["count"])
     if bar is not None:
         bar.close()
+    ranks.barrier()  # the index is complete before any rank returns
     elapsed = time.perf_counter() - started
     return LabelResult(
         str(out),
@@ -176,6 +187,8 @@ def label_targets(
         written,
         (len(texts) - start_example) / max(elapsed, 1e-9),
         backend,
+        ranks.rank,
+        ranks.world,
     )
 
 
@@ -206,6 +219,28 @@ def _existing_ancestor(path: Path) -> Path:
     while not path.exists():
         path = path.parent
     return path
+
+
+def _prepare_out(out: Path, setup: dict, force: bool, ranks: Ranks, check_space: Callable[[int], None]) -> list[dict]:
+    """The shards already done. Rank 0 alone checks `out` (resume or --force, free space) and starts
+    the cache; the other ranks wait for it, then read the same index (or stop with rank 0's error)."""
+    done, problem = [], None
+    if ranks.main:
+        try:
+            done = _resume_point(out, setup, force)
+            check_space(sum(s["count"] for s in done))
+            if not done:
+                out.mkdir(parents=True, exist_ok=True)
+                write_manifest(out, "targets", **setup)
+                write_index(out, [])
+        except MlxEdgeError as error:
+            problem = error
+    first = ranks.gather(None if problem is None else str(problem))[0]
+    if problem is not None:
+        raise problem
+    if first is not None:
+        raise TargetsError(f"rank 0 stopped: {first}", "fix what rank 0 reports and start torchrun again")
+    return done if ranks.main else read_index(out)
 
 
 def _resume_point(out: Path, setup: dict, force: bool) -> list[dict]:
@@ -264,18 +299,19 @@ def _label_shard(forward, ids, rows, *, pad_id, batch_size, hidden_layers, atten
     return tensors
 
 
-def _torch_forward(teacher: Path, device: str, attention_layers: list[int]):
+def _torch_forward(teacher: Path, device: str, attention_layers: list[int], local_rank: int = 0):
     import torch  # lazy: the MLX backend labels without torch
 
     placement = torch_placement(device)
+    target = f"cuda:{local_rank}" if placement.device == "cuda" else placement.device  # one GPU per rank
     kwargs = {"attn_implementation": "eager"} if attention_layers else {}
-    net = load_classifier(teacher, **kwargs).to(placement.device).eval()
+    net = load_classifier(teacher, **kwargs).to(target).eval()
 
     def forward(input_ids, mask, want_hidden, want_attn):
         with torch.no_grad():
             out = net(
-                input_ids=torch.from_numpy(input_ids).long().to(placement.device),
-                attention_mask=torch.from_numpy(mask).long().to(placement.device),
+                input_ids=torch.from_numpy(input_ids).long().to(target),
+                attention_mask=torch.from_numpy(mask).long().to(target),
                 output_hidden_states=want_hidden,
                 output_attentions=want_attn,
             )

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.distributed as tdist
 from torch.nn.parallel import DistributedDataParallel
 
 from mlx_edge.data import bucketed_batches, collate, load_splits
@@ -31,6 +30,7 @@ from mlx_edge.models.checkpoint import ensure_vocab_txt
 from mlx_edge.models.tokenizer import unknown_share, warn_unknown
 from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.devices import torch_placement
+from mlx_edge.runtime.distributed import init_ranks
 from mlx_edge.settings import TEACHER, TeacherTrainSettings
 from mlx_edge.teacher.source import is_local, load_for_training, transformers_progress
 
@@ -47,28 +47,6 @@ class TeacherTrainResult:
     train_samples_per_second: float
     device: str
     world_size: int
-
-
-@dataclass
-class _Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def _init_distributed(device_kind: str) -> _Dist:
-    """torchrun sets RANK/WORLD_SIZE/LOCAL_RANK; without them this is a single process."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return _Dist()
-
-    if not tdist.is_initialized():
-        tdist.init_process_group(backend="nccl" if device_kind == "cuda" else "gloo")
-    return _Dist(tdist.get_rank(), tdist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def train_teacher(
@@ -118,7 +96,7 @@ def train_teacher(
     if out.exists() and not force:
         raise OutputError(f"{out} already exists", "pass --force to replace it, or choose another --out")
     placement = torch_placement(device)
-    dist = _init_distributed(placement.device)
+    dist = init_ranks("nccl" if placement.device == "cuda" else "gloo")
     torch_device = torch.device(f"cuda:{dist.local_rank}" if placement.device == "cuda" else placement.device)
     if placement.device == "cuda":
         torch.cuda.set_device(torch_device)
@@ -269,8 +247,7 @@ def train_teacher(
         os.replace(staging, out)
     del net, model_for_step, optimizer, scheduler
     _empty_cache(placement.device)
-    if dist.world > 1:
-        tdist.barrier()
+    dist.barrier()
     return result
 
 

@@ -1,0 +1,50 @@
+"""Ranks under `torchrun`: who this process is, and the few collective steps the teacher stages need.
+
+torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; without them (or with WORLD_SIZE=1) this is one
+process and every helper here is a no-op. torch is imported only when there is more than one rank,
+so the MLX paths keep working without it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Ranks:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            import torch.distributed as tdist  # only under torchrun
+
+            tdist.barrier()
+
+    def gather(self, value) -> list:
+        """Every rank's `value`, in rank order (picklable objects; small ones: shard entries, counts)."""
+        if self.world == 1:
+            return [value]
+        import torch.distributed as tdist  # only under torchrun
+
+        values: list = [None] * self.world
+        tdist.all_gather_object(values, value)
+        return values
+
+
+def init_ranks(backend: str = "gloo") -> Ranks:
+    """This process's place under torchrun, the process group started if needed ("nccl" for CUDA training)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return Ranks()
+    import torch.distributed as tdist  # only under torchrun
+
+    if not tdist.is_initialized():
+        tdist.init_process_group(backend=backend)
+    return Ranks(tdist.get_rank(), tdist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
