@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -19,7 +18,7 @@ import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
-from mlx_edge.data import LabelMap, bucketed_batches, collate, read_labeled, split_dev, warn_overlap
+from mlx_edge.data import LabelMap, collate, read_labeled, split_dev, warn_overlap
 from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
 from mlx_edge.distill.shrink import ShrinkPlan, plan_shrink, selection_matrix
 from mlx_edge.distill.step import Trainable
@@ -33,12 +32,14 @@ from mlx_edge.models.prune import VocabPlan, plan_matching, plan_vocab, write_pr
 from mlx_edge.models.tokenizer import load_tokenizer, unknown_share, warn_unknown
 from mlx_edge.runtime.cpu_streams import resolve_shards, sharded_forward
 from mlx_edge.runtime.devices import mlx_device
+from mlx_edge.runtime.inference import compare_speed, predict_ids
 from mlx_edge.settings import DISTILL
 from mlx_edge.targets import TargetsCache, text_hash
 from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, head_labels, tokenizer_hash
 
 # The vocabulary a new student keeps by default (see README "Vocabulary pruning" for the trade-off).
 PRUNE_DEFAULT = "seen+script"
+SPEED_SAMPLE = 256  # dev rows the teacher/student speed-up is timed on (interleaved passes: compare_speed)
 
 
 @dataclass
@@ -197,12 +198,12 @@ def distill(
                 proj.weight = mx.array(selection_matrix(shrink.channels, teacher_model.config.hidden_size))
                 proj.bias = mx.zeros_like(proj.bias)
 
-    teacher_pred, _ = _predict(teacher_model, dev_ids, tokenizer.pad_id)
+    teacher_pred = predict_ids(teacher_model, dev_ids, tokenizer.pad_id)[1]
 
     student_pad = tokenizer.pad_id if plan is None else int(plan.remap[tokenizer.pad_id])
 
     def evaluate() -> dict:
-        pred, _ = _predict(model, dev_student_ids, student_pad)
+        pred = predict_ids(model, dev_student_ids, student_pad)[1]
         return {
             "dev_accuracy": accuracy(pred, dev_y),
             "dev_macro_f1": macro_f1(pred, dev_y, len(labels)),
@@ -231,8 +232,13 @@ def distill(
     )
 
     best = load_model(work / "best", require_head=True)
-    best_pred, student_seconds = _predict(best, dev_student_ids, student_pad, repeats=3)
-    _, teacher_seconds = _predict(teacher_model, dev_ids, tokenizer.pad_id, repeats=3)
+    best_pred = predict_ids(best, dev_student_ids, student_pad)[1]
+    # Speed on the same dev rows and batch sizes, the two models' passes interleaved (compare_speed).
+    sample = list(range(min(len(dev_ids), SPEED_SAMPLE)))
+    student_seconds, teacher_seconds, speedup = compare_speed(
+        lambda: predict_ids(best, [dev_student_ids[i] for i in sample], student_pad),
+        lambda: predict_ids(teacher_model, [dev_ids[i] for i in sample], tokenizer.pad_id),
+    )
 
     def count(m) -> int:
         return int(sum(v.size for _, v in tree_flatten(m.parameters())))
@@ -248,9 +254,9 @@ def distill(
         student_parameters=count(best),
         teacher_file_bytes=_weights_bytes(teacher),
         student_file_bytes=_weights_bytes(work / "best"),
-        teacher_samples_per_second=len(dev_ids) / teacher_seconds,
-        student_samples_per_second=len(dev_ids) / student_seconds,
-        speedup=teacher_seconds / student_seconds,
+        teacher_samples_per_second=len(sample) / teacher_seconds,
+        student_samples_per_second=len(sample) / student_seconds,
+        speedup=speedup,
         best_epoch=result.best_epoch,
         epochs_run=result.epochs_run,
         steps=result.steps,
@@ -410,25 +416,6 @@ def _live_targets(teacher_model, mapping, terms_on, shards: int):
         }
 
     return provide
-
-
-def _predict(model, ids, pad_id: int, *, batch_size: int = 32, repeats: int = 1) -> tuple[np.ndarray, float]:
-    """Argmax labels in input order, and the best-of-`repeats` wall time of the pass (after a warm-up)."""
-
-    was_training = model.training
-    model.eval()
-    batches = bucketed_batches(np.array([len(x) for x in ids]), batch_size, shuffle=False)
-    pred = np.zeros(len(ids), dtype=np.int32)
-    best = float("inf")
-    for attempt in range(repeats + (1 if repeats > 1 else 0)):
-        start = time.perf_counter()
-        for batch in batches:
-            input_ids, mask = collate([ids[j] for j in batch], pad_id=pad_id)
-            pred[batch] = np.array(mx.argmax(model(mx.array(input_ids), mx.array(mask)).logits, axis=-1))
-        if repeats == 1 or attempt > 0:
-            best = min(best, time.perf_counter() - start)
-    model.train(was_training)
-    return pred, best
 
 
 def _weights_bytes(directory: Path) -> int:

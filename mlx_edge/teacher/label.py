@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import mlx.core as mx
 import numpy as np
 
 from mlx_edge.data import bucketed_batches, collate, read_labeled
@@ -23,9 +22,9 @@ from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, read_manifest, wr
 from mlx_edge.models.checkpoint import load_model
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.progress import progress_bar
-from mlx_edge.runtime.cpu_streams import blas_limit, resolve_shards, sharded_forward
 from mlx_edge.runtime.devices import mlx_device, torch_placement
 from mlx_edge.runtime.distributed import Ranks, init_ranks
+from mlx_edge.runtime.inference import BatchForward
 from mlx_edge.settings import LABEL
 from mlx_edge.targets import estimate_bytes, human_bytes, read_index, text_hash, write_index, write_shard
 from mlx_edge.teacher.source import (
@@ -325,22 +324,12 @@ def _torch_forward(teacher: Path, device: str, attention_layers: list[int], loca
 def _mlx_forward(teacher: Path, device: str, batch_size: int):
 
     mlx_device(device)
-    model = load_model(teacher, require_head=True)
-    shards = resolve_shards(None, batch_size)  # on a CPU: a slice of each batch per core
+    forward = BatchForward(load_model(teacher, require_head=True), batch_size=batch_size)  # CPU: a slice per core
 
-    def forward(input_ids, mask, want_hidden, want_attn):
-        out = sharded_forward(
-            model,
-            mx.array(input_ids),
-            mx.array(mask),
-            shards,
-            output_hidden_states=want_hidden,
-            output_attentions=want_attn,
-        )
-        with blas_limit(shards):
-            mx.eval(out.logits, out.hidden_states or [], out.attentions or [])
+    def run(input_ids, mask, want_hidden, want_attn):
+        out = forward(input_ids, mask, output_hidden_states=want_hidden, output_attentions=want_attn)
         hidden = [np.array(h) for h in out.hidden_states] if want_hidden else None
         attn = [np.array(a) for a in out.attentions] if want_attn else None
         return np.array(out.logits), hidden, attn
 
-    return forward
+    return run

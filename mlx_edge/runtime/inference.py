@@ -1,0 +1,149 @@
+"""The one MLX inference path: teacher labeling, dev evaluation, `predict` and `mlx-edge bench` all call it.
+
+Batches: on MLX's CPU device a batch is cut into row slices, one per CPU stream (cpu_streams.py), so
+every core runs the elementwise work, with OpenBLAS limited to cores/streams threads inside; on a
+GPU it is one piece. Single sentences (`latency`): never sharded (one row cannot be split, and a
+stream hop costs more than it saves), the forward compiled once per length.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import mlx.core as mx
+import numpy as np
+
+from mlx_edge.data import bucketed_batches, collate
+from mlx_edge.runtime.blas import blas_info
+from mlx_edge.runtime.cpu_streams import blas_limit, cpu_cores, resolve_shards, sharded_forward
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a timing depends on: reported beside every figure made with this path."""
+
+    shards: int
+    blas_threads: int | None
+    compiled: bool
+    fast_math: bool
+    blas: str | None
+    device: str
+
+    def describe(self) -> str:
+        parts = [f"{self.shards} CPU stream{'s' * (self.shards > 1)}" if self.device == "cpu" else self.device]
+        if self.blas_threads is not None:
+            parts.append(f"{self.blas} x{self.blas_threads}")
+        parts.append("compiled" if self.compiled else "eager")
+        if self.fast_math:
+            parts.append("fast math")
+        return ", ".join(parts)
+
+
+class BatchForward:
+    """`forward(input_ids, mask, **outputs)` -> an evaluated BertOutput, split over CPU streams.
+
+    `shards`: streams per batch (None: one per core, each slice at least 8 rows; see resolve_shards).
+    """
+
+    def __init__(self, model, *, batch_size: int, shards: int | None = None):
+        self.model = model
+        self.shards = resolve_shards(shards, batch_size)
+
+    def __call__(self, input_ids, mask, **outputs):
+        ids, m = mx.array(input_ids), mx.array(mask)
+        out = sharded_forward(self.model, ids, m, self.shards, **outputs)
+        with blas_limit(self.shards):
+            mx.eval(out.logits, out.hidden_states or [], out.attentions or [])
+        return out
+
+    def logits(self, input_ids, mask) -> np.ndarray:
+        return np.array(self(input_ids, mask).logits)
+
+    def settings(self) -> Settings:
+        cpu = mx.default_device() == mx.cpu
+        return Settings(
+            shards=self.shards,
+            blas_threads=max(1, cpu_cores() // self.shards) if cpu and blas_info().name == "OpenBLAS" else None,
+            compiled=False,
+            fast_math=bool(getattr(self.model, "fast_math", False)),
+            blas=blas_info().name if cpu else None,
+            device="cpu" if cpu else "gpu",
+        )
+
+
+class Latency:
+    """One sentence at a time: the compiled, unsharded forward (what an app's single request costs)."""
+
+    def __init__(self, model):
+        self.model = model
+        self._forward = mx.compile(lambda i, m: model(i, m).logits, inputs=model.state)
+
+    def __call__(self, input_ids, mask) -> np.ndarray:
+        logits = self._forward(mx.array(input_ids), mx.array(mask))
+        mx.eval(logits)
+        return np.array(logits)
+
+    def settings(self) -> Settings:
+        cpu = mx.default_device() == mx.cpu
+        return Settings(
+            shards=1,
+            blas_threads=cpu_cores() if cpu and blas_info().name == "OpenBLAS" else None,
+            compiled=True,
+            fast_math=bool(getattr(self.model, "fast_math", False)),
+            blas=blas_info().name if cpu else None,
+            device="cpu" if cpu else "gpu",
+        )
+
+
+def predict_ids(
+    model, ids: list[np.ndarray], pad_id: int, *, batch_size: int = 32, shards: int | None = None, repeats: int = 1
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """(logits in input order, argmax labels, best-of-`repeats` seconds of one whole pass) for token ids.
+
+    Length-bucketed batches through BatchForward. With repeats > 1 a warm-up pass comes first, and
+    the pass time is the median of the timed ones (one slow pass on a busy machine does not decide).
+    """
+    was_training = model.training
+    model.eval()
+    forward = BatchForward(model, batch_size=batch_size, shards=shards)
+    batches = bucketed_batches(np.array([len(x) for x in ids]), batch_size, shuffle=False)
+    logits = None
+    times = []
+    for attempt in range(repeats + (1 if repeats > 1 else 0)):
+        start = time.perf_counter()
+        for batch in batches:
+            input_ids, mask = collate(
+                [ids[j] for j in batch], pad_id=pad_id, max_width=model.config.max_position_embeddings
+            )
+            out = forward.logits(input_ids, mask)
+            if logits is None:
+                logits = np.zeros((len(ids), out.shape[1]), np.float32)
+            logits[batch] = out
+        if repeats == 1 or attempt > 0:
+            times.append(time.perf_counter() - start)
+    model.train(was_training)
+    if logits is None:
+        logits = np.zeros((0, model.config.num_labels), np.float32)
+    return logits, logits.argmax(axis=-1).astype(np.int32), float(np.median(times))
+
+
+def compare_speed(fast, slow, *, pairs: int = 5) -> tuple[float, float, float]:
+    """(median seconds of `fast()`, of `slow()`, median of the per-pair ratios slow/fast).
+
+    One warm-up call each (compilation, allocator growth), then `pairs` interleaved pairs: a load
+    change on a busy machine falls on both sides of a pair, so the ratio holds where separate
+    best-of timings of each side (0.8x on one run, 2.1x on another) did not.
+    """
+    fast(), slow()
+    fast_times, slow_times, ratios = [], [], []
+    for _ in range(pairs):
+        t0 = time.perf_counter()
+        fast()
+        t1 = time.perf_counter()
+        slow()
+        t2 = time.perf_counter()
+        fast_times.append(t1 - t0)
+        slow_times.append(t2 - t1)
+        ratios.append((t2 - t1) / max(t1 - t0, 1e-12))
+    return float(np.median(fast_times)), float(np.median(slow_times)), float(np.median(ratios))

@@ -1,0 +1,82 @@
+"""The one MLX inference path (runtime/inference.py): batches over CPU streams give the model's own
+logits in input order, the single-sentence path too, and the speed comparison is robust to a load spike."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from mlx_edge.models.bert import BertConfig, BertForSequenceClassification
+from mlx_edge.runtime import inference
+from mlx_edge.runtime.inference import BatchForward, Latency, compare_speed, predict_ids
+
+
+@pytest.fixture(scope="module")
+def model():
+    config = BertConfig(
+        vocab_size=80,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=24,
+        max_position_embeddings=40,
+        id2label={0: "a", 1: "b", 2: "c"},
+    )
+    mx.random.seed(3)
+    m = BertForSequenceClassification(config)
+    m.eval()
+    return m
+
+
+def _reference(model, ids: list[np.ndarray]) -> np.ndarray:
+    """Each text alone, unpadded: what any batching must reproduce."""
+    return np.concatenate(
+        [np.array(model(mx.array(x[None]), mx.array(np.ones((1, len(x)), np.int32))).logits) for x in ids]
+    )
+
+
+@pytest.mark.parametrize("shards", [1, 2, 3])
+def test_predict_ids_gives_each_texts_own_logits_in_input_order(model, shards):
+    rng = np.random.default_rng(0)
+    ids = [rng.integers(1, 80, size=n).astype(np.int32) for n in (3, 17, 9, 30, 5, 12, 12, 2, 25, 7)]
+    logits, labels, seconds = predict_ids(model, ids, pad_id=0, batch_size=4, shards=shards)
+    np.testing.assert_allclose(logits, _reference(model, ids), atol=2e-5)
+    np.testing.assert_array_equal(labels, logits.argmax(-1))
+    assert seconds > 0
+
+
+def test_batch_forward_splits_over_streams_on_the_cpu_only_when_asked_or_big_enough(model):
+    assert BatchForward(model, batch_size=32, shards=2).shards == 2
+    assert BatchForward(model, batch_size=1).shards == 1  # one row cannot be split
+    settings = BatchForward(model, batch_size=32, shards=2).settings()
+    assert settings.shards == 2 and settings.device == "cpu" and not settings.compiled
+    assert "2 CPU streams" in settings.describe()
+
+
+def test_the_single_sentence_path_is_the_compiled_model(model):
+    latency = Latency(model)
+    x = np.array([[5, 9, 13, 2, 40, 41]], np.int32)
+    mask = np.ones_like(x)
+    np.testing.assert_allclose(latency(x, mask), _reference(model, [x[0]]), atol=2e-5)
+    assert latency.settings().compiled and latency.settings().shards == 1
+
+
+def test_compare_speed_is_the_median_of_interleaved_pairs(monkeypatch):
+    """A fake clock: `fast` costs 1, `slow` 3, and a burst of load makes one pair 40 slower on both
+    sides. Best-of timings of each side taken at different moments would give anything; the median
+    of interleaved ratios stays 3."""
+    clock = {"now": 0.0, "calls": 0}
+
+    def tick(cost):
+        def run():
+            clock["calls"] += 1
+            burst = 40.0 if clock["calls"] in (5, 6) else 0.0  # the second timed pair (after 2 warm-ups)
+            clock["now"] += cost + burst
+
+        return run
+
+    monkeypatch.setattr(inference.time, "perf_counter", lambda: clock["now"])
+    fast_s, slow_s, ratio = compare_speed(tick(1.0), tick(3.0), pairs=5)
+    assert (fast_s, slow_s, ratio) == (1.0, 3.0, 3.0)
+    assert clock["calls"] == 2 + 2 * 5  # one warm-up each, then the pairs
