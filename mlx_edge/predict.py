@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from mlx_edge.models.checkpoint import load_model
+from mlx_edge.models.inference import predict_ids
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.runtime.devices import mlx_device
-from mlx_edge.runtime.inference import predict_ids
 
 
 def predict_texts(

@@ -119,6 +119,22 @@ def test_json_structure_and_values(cli_run):
             assert set(CPU_BACKENDS) <= {e["backend"] for e in ranked}
 
 
+def test_mlx_rows_name_the_product_path_they_ran(cli_run):
+    """No bench-only MLX code: training rows run distill's TrainStep, batches the label/predict
+    BatchForward, batch 1 the compiled single-sentence path; each row says so, with its settings."""
+    result, out = cli_run
+    report = json.loads((out / "bench.json").read_text())
+    paths = {
+        row["name"]: next(e for e in row["results"] if e["backend"] == "mlx-cpu")["path"] for row in report["workloads"]
+    }
+    for name in ("train b2 L16", "distill b2 L16", "distill-cached b2 L16"):
+        assert paths[name].startswith("distill TrainStep") and "compiled" in paths[name]
+    assert "CPU stream" in paths["infer b2 L16"] and "eager" in paths["infer b2 L16"]
+    assert "CPU stream" in paths["label b2 L16"]
+    assert paths["infer b1 L16"].startswith("1 CPU stream") and "compiled" in paths["infer b1 L16"]
+    assert "paths (the code the product runs" in result.output
+
+
 def test_table_lists_ratios_and_skipped(cli_run):
     result, _ = cli_run
     text = result.output

@@ -7,9 +7,9 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
+from mlx_edge.models import inference
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification
-from mlx_edge.runtime import inference
-from mlx_edge.runtime.inference import BatchForward, Latency, compare_speed, predict_ids
+from mlx_edge.models.inference import BatchForward, Latency, compare_speed, predict_ids
 
 
 @pytest.fixture(scope="module")

@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-from functools import partial
 
 import mlx.core as mx
-import mlx.nn as nn
-import mlx.optimizers as optim
 import numpy as np
 from mlx.utils import tree_flatten
 
 from mlx_edge.bench.tasks import Task
 from mlx_edge.bench.workloads import CE_WEIGHT, KD_TEMPERATURE, LEARNING_RATE, WEIGHT_DECAY
-from mlx_edge.distill import losses
+from mlx_edge.distill.config import TERMS, LoopConfig, Schedule
+from mlx_edge.distill.loop import make_batch
+from mlx_edge.distill.providers import live_targets
+from mlx_edge.distill.step import Trainable, TrainStep
 from mlx_edge.models.checkpoint import load_model
+from mlx_edge.models.inference import BatchForward, Latency
 from mlx_edge.runtime.blas import blas_info
+from mlx_edge.runtime.cpu_streams import blas_limit, cpu_cores
 
 
 def _mlx_device(name: str):
@@ -32,6 +34,7 @@ class MlxRunner:
 
         self.spec, self.models, self.mx = spec, models, mx
         self.device = _mlx_device(spec.device)
+        self.path: dict[str, str] = {}  # workload name -> the product path and settings it ran
 
     @contextlib.contextmanager
     def on_device(self):
@@ -88,69 +91,82 @@ class MlxRunner:
         return load_model(getattr(self.models, f"{which}_dir"))
 
     def _forward_task(self, workload, inputs) -> Task:
-        mx = self.mx
+        """The product's inference paths: `teacher label --backend mlx` / dev evaluation / predict
+        (BatchForward) for batches, the compiled single-sentence path (Latency) for batch 1."""
         model = self._load("teacher" if workload.kind == "label" else "student")
-        ids, mask = mx.array(inputs["input_ids"]), mx.array(inputs["attention_mask"])
-        forward = mx.compile(lambda i, m: model(i, m).logits, inputs=model.state)
-
-        def step():
-            mx.eval(forward(ids, mask))
-
-        return Task(self._wrap(lambda: {"logits": np.array(forward(ids, mask))}), self._wrap(step))
+        model.eval()
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        forward = Latency(model) if workload.batch == 1 else BatchForward(model, batch_size=workload.batch)
+        self.path[workload.name] = forward.settings().describe()
+        run = forward if workload.batch == 1 else forward.logits
+        return Task(self._wrap(lambda: {"logits": run(ids, mask)}), self._wrap(lambda: run(ids, mask)))
 
     def _train_task(self, workload, inputs) -> Task:
-
-        mx = self.mx
+        """`mlx-edge distill`'s own step (distill/step.py TrainStep: shards over CPU streams, compiled,
+        clipped AdamW) with the bench's losses: CE (train), KD + CE from a cache (distill-cached), or
+        with the teacher's forward live on the same streams (distill, as distill without a cache)."""
         model = self._load("student")
-        model.train()
-        ids, mask, y = (mx.array(inputs[k]) for k in ("input_ids", "attention_mask", "labels"))
         kd = workload.kind != "train"
+        terms_on = {"kd", "ce"} if kd else {"ce"}
+        loop = LoopConfig(
+            batch_size=workload.batch,
+            learning_rate=LEARNING_RATE,
+            weight_decay=WEIGHT_DECAY,
+            temperature=KD_TEMPERATURE,
+            warmup_ratio=0.0,
+            weights={"kd": Schedule(1.0 if kd else 0.0), "ce": Schedule(CE_WEIGHT if kd else 1.0)},
+        )
+        trainable = Trainable(model, self.models.teacher.hidden_size, with_hidden=False, with_embedding=False)
+        trainable.train()
+        train_step = TrainStep(trainable, loop, {}, terms_on, total_steps=10**6)
+        w = mx.array([loop.weights_at(0, 0.0)[k] for k in TERMS])
+        ids, mask, labels = inputs["input_ids"], inputs["attention_mask"], inputs["labels"]
+        rows = np.arange(len(ids))
+        targets = self._teacher_targets(workload, terms_on, train_step.shards)
 
-        def loss_fn(model, i, m, labels, teacher_logits):
-            logits = model(i, m).logits
-            if not kd:
-                return losses.hard_label_ce(logits, labels)
-            return losses.soft_target_kl(logits, teacher_logits, KD_TEMPERATURE) + CE_WEIGHT * losses.hard_label_ce(
-                logits, labels
-            )
-
-        value_and_grad = nn.value_and_grad(model, loss_fn)
-        optimizer = optim.AdamW(learning_rate=LEARNING_RATE, weight_decay=WEIGHT_DECAY)
-        optimizer.init(model.trainable_parameters())
-        state = [model.state, optimizer.state, mx.random.state]
-
-        @partial(mx.compile, inputs=state, outputs=state)
-        def train_step(i, m, labels, teacher_logits):
-            loss, grads = value_and_grad(model, i, m, labels, teacher_logits)
-            optimizer.update(model, grads)
-            return loss
-
-        teacher_logits = self._teacher_logits(workload, ids, mask)
+        def batch():
+            return make_batch(rows, ids, mask, labels, targets(rows, ids, mask), terms_on)
 
         def check():
-            loss, grads = value_and_grad(model, ids, mask, y, teacher_logits())
+            (loss, _), grads = train_step.loss_and_grad(trainable, batch(), w)
             norm = mx.sqrt(sum((g.astype(mx.float32) ** 2).sum() for _, g in tree_flatten(grads)))
             return {"loss": np.array(loss), "grad_norm": np.array(norm)}
 
         def step():
-            loss = train_step(ids, mask, y, teacher_logits())
-            mx.eval(state, loss)
+            b = batch()
+            parts = train_step.split(b, mask)
+            with blas_limit(len(parts)):
+                mx.eval(b)  # live teacher targets, on the same streams (as run_loop does)
+                train_step(parts, w)
 
+        self.path[workload.name] = _train_path(train_step.shards, model)
         return Task(self._wrap(check), self._wrap(step))
 
-    def _teacher_logits(self, workload, ids, mask):
-        """A function giving the teacher's logits: live (distill), precomputed (distill-cached), none (train)."""
-        mx = self.mx
+    def _teacher_targets(self, workload, terms_on, shards):
+        """What the step learns from, as distill's providers give it: none, a cache, or the live teacher."""
         if workload.kind == "train":
-            zeros = mx.zeros((ids.shape[0], self.models.student.num_labels))
-            return lambda: zeros
+            zeros = np.zeros((workload.batch, self.models.student.num_labels), np.float32)
+            return lambda rows, ids, mask: {"logits": zeros}
         teacher = self._load("teacher")
-        forward = mx.compile(lambda i, m: teacher(i, m).logits, inputs=teacher.state)
-        if workload.kind == "distill-cached":
-            cached = forward(ids, mask)
-            mx.eval(cached)
-            return lambda: cached
-        return lambda: forward(ids, mask)
+        teacher.eval()
+        live = live_targets(teacher, {}, terms_on, shards)
+        if workload.kind == "distill":
+            return live
+        cached = BatchForward(teacher, batch_size=workload.batch).logits
+        memo = {}
+        return lambda rows, ids, mask: memo.setdefault("t", {"logits": cached(ids, mask)})
+
+
+def _train_path(shards: int, model) -> str:
+    cpu = mx.default_device() == mx.cpu
+    threads = max(1, cpu_cores() // shards)
+    parts = [f"distill TrainStep, {shards} CPU stream{'s' * (shards > 1)}" if cpu else "distill TrainStep"]
+    if cpu and blas_info().name == "OpenBLAS":
+        parts.append(f"OpenBLAS x{threads}")
+    parts.append("compiled")
+    if getattr(model, "fast_math", False):
+        parts.append("fast math")
+    return ", ".join(parts)
 
 
 def _openblas_threads() -> int | None:

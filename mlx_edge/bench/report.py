@@ -61,6 +61,10 @@ def format_table(report: dict) -> str:
         order = sorted(row["results"], key=_order)
         for i, entry in enumerate(order):
             lines.append(_row(row["name"] if i == 0 else "", entry))
+    paths = [(row["name"], e) for row in report["workloads"] for e in row["results"] if e.get("path")]
+    if paths:
+        lines += ["", "paths (the code the product runs, and its settings):"]
+        lines += [f"  {e['backend']:<16} {name:<22} {e['path']}" for name, e in paths]
     lines.append("")
     lines.append(
         "vs best: step time over the fastest agreeing backend's. RSS+: the process's peak resident memory "

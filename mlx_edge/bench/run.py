@@ -179,6 +179,9 @@ def _run_one(runner, workload, inputs, warmup, repeats, budget_s, log):
         return {**entry, "status": "unsupported", "reason": reason}, None
     try:
         task = runner.build(workload, inputs)  # loading and exporting are not part of the workload's memory
+        path = getattr(runner, "path", {}).get(workload.name)  # the product path and settings, where known
+        if path:
+            entry["path"] = path
         runner.reset_peak()
         with measure.ResidentPeak() as rss:
             check = task.check()

@@ -20,6 +20,7 @@ from mlx.utils import tree_flatten
 
 from mlx_edge.data import LabelMap, collate, read_labeled, split_dev, warn_overlap
 from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
+from mlx_edge.distill.providers import cache_targets, live_targets, to_teacher_ids
 from mlx_edge.distill.shrink import ShrinkPlan, plan_shrink, selection_matrix
 from mlx_edge.distill.step import Trainable
 from mlx_edge.distill.student import init_student, parse_layer_map, student_config
@@ -28,13 +29,13 @@ from mlx_edge.fileio import fingerprint, refuse_overwriting_inputs, sha256_file
 from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, read_manifest, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1
 from mlx_edge.models.checkpoint import load_model, save_model
+from mlx_edge.models.inference import compare_speed, predict_ids
 from mlx_edge.models.prune import VocabPlan, plan_matching, plan_vocab, write_pruned_tokenizer
 from mlx_edge.models.tokenizer import load_tokenizer, unknown_share, warn_unknown
-from mlx_edge.runtime.cpu_streams import resolve_shards, sharded_forward
+from mlx_edge.runtime.cpu_streams import resolve_shards
 from mlx_edge.runtime.devices import mlx_device
-from mlx_edge.runtime.inference import compare_speed, predict_ids
 from mlx_edge.settings import DISTILL
-from mlx_edge.targets import TargetsCache, text_hash
+from mlx_edge.targets import TargetsCache
 from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, head_labels, tokenizer_hash
 
 # The vocabulary a new student keeps by default (see README "Vocabulary pruning" for the trade-off).
@@ -152,9 +153,9 @@ def distill(
     mapping = parse_layer_map(layer_map, config.num_hidden_layers, teacher_model.config.num_hidden_layers)
     terms_on = {k for k, w in loop.weights.items() if w.ever_on}
     provider = (
-        _cache_targets(cache, train_data.texts, mapping, terms_on, targets)
+        cache_targets(cache, train_data.texts, mapping, terms_on, targets)
         if cache is not None
-        else _live_targets(teacher_model, mapping, terms_on, resolve_shards(loop.cpu_shards, loop.batch_size))
+        else live_targets(teacher_model, mapping, terms_on, resolve_shards(loop.cpu_shards, loop.batch_size))
     )
 
     shrink = None
@@ -175,7 +176,7 @@ def distill(
         train_ids, dev_student_ids = _student_ids(
             student_tokenizer, train_ids, train_data.texts, dev_data.texts, plan, max_length, terms_on
         )
-        provider = _to_teacher_ids(provider, plan) if cache is None else provider
+        provider = to_teacher_ids(provider, plan) if cache is None else provider
     else:
         dev_student_ids = dev_ids
     mx.random.seed(loop.seed)  # the projections (and MLX's default layer init) draw from the global key
@@ -336,86 +337,6 @@ def _student_ids(tokenizer_dir, teacher_train_ids, train_texts, dev_texts, plan,
         train = [np.asarray(x, np.int32) for x in tokenizer.encode_batch(train_texts, max_length=max_length)]
     dev = [np.asarray(x, np.int32) for x in tokenizer.encode_batch(dev_texts, max_length=max_length)]
     return [np.asarray(x, np.int32) for x in train], dev
-
-
-def _to_teacher_ids(provider, plan: VocabPlan):
-    """A live teacher reads its own ids: the student's batch mapped back through the kept rows."""
-    keep = plan.keep.astype(np.int32)
-
-    def provide(rows, input_ids, mask):
-        return provider(rows, keep[input_ids], mask)
-
-    return provide
-
-
-def _cache_targets(cache, texts, mapping, terms_on, targets_dir):
-    hashes = [text_hash(t) for t in texts]
-    row_of = cache.row_of_hash()
-    missing = sum(h not in row_of for h in hashes)
-    if missing:
-        raise DistillError(
-            f"{missing} of {len(texts)} training texts are not in the targets cache {targets_dir}",
-            "label the same training file(s): mlx-edge teacher label --data ...",
-        )
-    rows_in_cache = np.array([row_of[h] for h in hashes])
-    logits = cache.load(("logits",))["logits"]
-    hidden_have, attention_have = cache.available()
-    hidden_keys = [f"hidden.{mapping[i] + 1}" for i in sorted(mapping)] if "hidden" in terms_on else []
-    attention_keys = [f"attention.{mapping[i] + 1}" for i in sorted(mapping)] if "attention" in terms_on else []
-    embedding_keys = ["hidden.0"] if "embedding" in terms_on else []
-    needed_hidden = sorted({int(k.split(".")[1]) for k in hidden_keys + embedding_keys} - set(hidden_have))
-    needed_attention = sorted({int(k.split(".")[1]) for k in attention_keys} - set(attention_have))
-    if needed_hidden or needed_attention:
-        flags = (f" --hidden-layers {','.join(map(str, needed_hidden))}" if needed_hidden else "") + (
-            f" --attention-layers {','.join(map(str, needed_attention))}" if needed_attention else ""
-        )
-        raise DistillError(
-            f"the targets cache lacks teacher layers these losses need (hidden {needed_hidden}, "
-            f"attention {needed_attention})",
-            f"re-label with{flags}, or set those loss weights to 0",
-        )
-
-    def provide(rows, input_ids, mask):
-        cache_rows = rows_in_cache[rows]
-        width = input_ids.shape[1]
-        got = cache.gather(cache_rows, width, hidden_keys + attention_keys + embedding_keys)
-        return {
-            "logits": logits[cache_rows],
-            "hidden": [got[k] for k in hidden_keys],
-            "attention": [got[k] for k in attention_keys],
-            "embedding": got["hidden.0"] if embedding_keys else None,
-        }
-
-    return provide
-
-
-def _live_targets(teacher_model, mapping, terms_on, shards: int):
-    """The teacher's outputs for a batch, computed lazily (the loop evaluates them) on `shards` CPU streams."""
-
-    order = sorted(mapping)
-    want_hidden = bool(terms_on & {"hidden", "embedding"})
-    want_attention = "attention" in terms_on
-
-    def provide(rows, input_ids, mask):
-        out = sharded_forward(
-            teacher_model,
-            mx.array(input_ids),
-            mx.array(mask),
-            shards,
-            output_hidden_states=want_hidden,
-            output_attentions=want_attention,
-        )
-        hidden = [out.hidden_states[mapping[i] + 1] for i in order] if "hidden" in terms_on else []
-        attention = [out.attentions[mapping[i]] for i in order] if want_attention else []
-        embedding = out.hidden_states[0] if "embedding" in terms_on else None
-        return {
-            "logits": mx.stop_gradient(out.logits),
-            "hidden": hidden,
-            "attention": attention,
-            "embedding": embedding,
-        }
-
-    return provide
 
 
 def _weights_bytes(directory: Path) -> int:

@@ -23,7 +23,7 @@ class Ranks:
 
     def barrier(self) -> None:
         if self.world > 1:
-            import torch.distributed as tdist  # only under torchrun
+            import torch.distributed as tdist  # lazy: optional, torchrun only
 
             tdist.barrier()
 
@@ -31,7 +31,7 @@ class Ranks:
         """Every rank's `value`, in rank order (picklable objects; small ones: shard entries, counts)."""
         if self.world == 1:
             return [value]
-        import torch.distributed as tdist  # only under torchrun
+        import torch.distributed as tdist  # lazy: optional, torchrun only
 
         values: list = [None] * self.world
         tdist.all_gather_object(values, value)
@@ -43,7 +43,7 @@ def init_ranks(backend: str = "gloo") -> Ranks:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Ranks()
-    import torch.distributed as tdist  # only under torchrun
+    import torch.distributed as tdist  # lazy: optional, torchrun only
 
     if not tdist.is_initialized():
         tdist.init_process_group(backend=backend)

@@ -20,11 +20,11 @@ from mlx_edge.errors import ConfigError, DataError, MlxEdgeError, ModelError, Se
 from mlx_edge.fileio import refuse_overwriting_inputs
 from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, read_manifest, write_manifest
 from mlx_edge.models.checkpoint import load_model
+from mlx_edge.models.inference import BatchForward
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.devices import mlx_device, torch_placement
 from mlx_edge.runtime.distributed import Ranks, init_ranks
-from mlx_edge.runtime.inference import BatchForward
 from mlx_edge.settings import LABEL
 from mlx_edge.targets import estimate_bytes, human_bytes, read_index, text_hash, write_index, write_shard
 from mlx_edge.teacher.source import (
