@@ -191,6 +191,8 @@ class DistillSettings(StageSettings):
     vocab: str = "auto"  # auto: seen+script for a new student, the student's own when continuing one
     vocab_extra: int = 0  # the teacher's most likely pieces kept beyond the vocab mode's (Unigram only)
     freeze_embeddings: bool = False  # the word-embedding table stays as initialized
+    quantize: str | None = None  # "int8" / "int4": quantization-aware distillation (distill/quant.py)
+    block_size: int = 32  # weights per scale with quantize (an MLX group size: 32, 64, 128)
     layer_map: str | None = None
     max_length: int | None = None  # None: the targets cache's, else the teacher's
     epochs: int = 5
@@ -297,6 +299,34 @@ class AugmentSettings(StageSettings):
 
 
 @dataclass(frozen=True)
+class AdaptSettings(StageSettings):
+    """`mlx-edge augment adapt` / `adapt`: LoRA on the augment LLM (mlx-lm's trainer and its defaults
+    where it has one: num_layers 16, -1 for every layer)."""
+
+    LIMITS = {
+        "rank": AT_LEAST_1,
+        "epochs": AT_LEAST_1,
+        "batch_size": AT_LEAST_1,
+        "learning_rate": POSITIVE,
+        "max_seq_length": Limit(32),
+        "num_layers": Limit(-1),
+    }
+
+    rank: int = 8
+    epochs: int = 3
+    batch_size: int = 2
+    learning_rate: float = 1e-4
+    max_seq_length: int = 512
+    num_layers: int = 16
+    seed: int = 0
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.num_layers == 0:
+            raise _BadValue("num_layers = 0", "adapts no layer", "use -1 (every layer) or a number >= 1")
+
+
+@dataclass(frozen=True)
 class BenchSettings(StageSettings):
     """`mlx-edge bench` / `bench`."""
 
@@ -336,3 +366,4 @@ TEACHER, LABEL, DISTILL, EXPORT, AUGMENT, BENCH = (
     AugmentSettings(),
     BenchSettings(),
 )
+ADAPT = AdaptSettings()

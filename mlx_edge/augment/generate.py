@@ -115,9 +115,15 @@ def resolve_llm(llm: str, *, progress: bool = True) -> str:
     return str(ensure_builtin_llm(llm, progress=progress)) if is_builtin_llm(llm) else llm
 
 
-def load_generator(llm: str) -> MlxLmGenerator:
+def load_generator(llm: str, *, adapter: Path | None = None) -> MlxLmGenerator:
     """An mlx-lm model from a built-in name (converted on first use), a local directory or a hub id
-    (mlx-lm downloads and caches it). On the CPU a quantized model is unpacked to float32 once."""
+    (mlx-lm downloads and caches it), with the LoRA `adapter` directory applied when given."""
+    return MlxLmGenerator(*load_llm(llm, adapter=adapter), llm)
+
+
+def load_llm(llm: str, *, adapter: Path | None = None):
+    """(model, tokenizer) of `llm` as `load_generator` names it, `adapter` applied (mlx-lm's own
+    adapter loading). On the CPU a quantized model is unpacked to float32 once."""
     builtin = is_builtin_llm(llm)
     path = Path(resolve_llm(llm)).expanduser()
     local = builtin or is_local(llm)
@@ -126,7 +132,7 @@ def load_generator(llm: str) -> MlxLmGenerator:
     try:
         from mlx_lm import load  # lazy: mlx-lm is needed only when an LLM writes examples
 
-        model, tokenizer = load(str(path) if local else llm)
+        model, tokenizer = load(str(path) if local else llm, adapter_path=None if adapter is None else str(adapter))
     except Exception as exc:  # mlx-lm raises ValueError/FileNotFoundError/hub errors: all the user's to fix
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ModelError(
@@ -136,7 +142,7 @@ def load_generator(llm: str) -> MlxLmGenerator:
         ) from None
     if mx.default_device() == mx.cpu:
         model = unpack_for_cpu(model)
-    return MlxLmGenerator(model, tokenizer, llm)
+    return model, tokenizer
 
 
 def unpack_for_cpu(model):
