@@ -45,7 +45,7 @@ SECTIONS = {
     "pipeline": {"out", "device", "seed"},
     "data": {"train", "dev", "test", "text_column", "label_column"},
     "teacher": {"model", "dir"},
-    "augment": {"per_class", "llm"},
+    "augment": {"per_class", "llm", "adapter"},
     "label": set(),
     "distill": set(),
     "export": set(),
@@ -116,8 +116,9 @@ class PipelineConfig:
             if key in teacher and (base / teacher[key]).exists():
                 teacher[key] = str(base / teacher[key])
         augment = dict(raw.get("augment", {}))
-        if isinstance(augment.get("llm"), str) and (base / augment["llm"]).exists():
-            augment["llm"] = str(base / augment["llm"])
+        for key in ("llm", "adapter"):  # a local path is relative to the config
+            if isinstance(augment.get(key), str) and (base / augment[key]).exists():
+                augment[key] = str(base / augment[key])
         return cls(
             out=rel(run.get("out", "mlx-edge-run")),
             train=rel(data["train"]),
@@ -223,7 +224,9 @@ def run_pipeline(
     if config.augment:
         augment_dir = out / "augment"
         train, text_column, label_column = augment_dir / "train+synthetic.jsonl", None, None
-        data_fp = fingerprint(data_fp, "augment", config.augment, teacher_fp, config.seed)
+        adapter = config.augment.get("adapter")  # its weights by content: a retrained adapter reruns the stage
+        weights = [Path(adapter) / "adapters.safetensors"] if adapter else []
+        data_fp = fingerprint(data_fp, "augment", config.augment, teacher_fp, config.seed, *weights)
         stage(
             "augment", train, data_fp, lambda: log(format_details(_augment(config, teacher_dir, augment_dir, progress)))
         )
@@ -335,6 +338,8 @@ def _check_augment(config: PipelineConfig) -> None:
         raise ConfigError(f"[augment] needs per_class = N (new examples per class, N >= 1), got {per_class!r}")
     if not isinstance(config.augment.get("llm", ""), str):
         raise ConfigError('[augment] llm must be a name, directory or hub id in quotes, e.g. "smollm2-135m-instruct"')
+    if "adapter" in config.augment and not (isinstance(config.augment["adapter"], str) and "llm" in config.augment):
+        raise ConfigError('[augment] adapter needs llm too, and a directory in quotes: adapter = "adapter"')
     if config.dev is None:
         raise ConfigError(
             "[augment] needs [data] dev = FILE: without it distill takes its dev split from real and synthetic rows",
@@ -350,6 +355,7 @@ def _augment(config: PipelineConfig, teacher_dir: Path, directory: Path, progres
         out=directory / "synthetic.jsonl",
         per_class=section["per_class"],
         llm=section.get("llm"),
+        adapter=section.get("adapter"),
         teacher=teacher_dir,
         text_column=config.text_column,
         label_column=config.label_column,

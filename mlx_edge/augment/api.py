@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from mlx_edge.augment.adapter import check_adapter
 from mlx_edge.augment.clean import TeacherJudge
 from mlx_edge.augment.dedup import Deduper
 from mlx_edge.augment.fallback import propose_edits
@@ -29,7 +30,7 @@ from mlx_edge.augment.prompt import PROMPT_TEMPLATE, build_prompt, pick_shots
 from mlx_edge.augment.report import COLUMNS as COLUMNS  # re-exported: the table's columns, read by tests
 from mlx_edge.augment.report import AugmentResult, ClassCounts, GeneratorStats, measure_generation
 from mlx_edge.data import LabelMap, language_of, read_labeled
-from mlx_edge.errors import AugmentError, AugmentMismatch, DataError
+from mlx_edge.errors import AugmentError, AugmentMismatch, ConfigError, DataError
 from mlx_edge.fileio import atomic_write_json, refuse_overwriting_inputs
 from mlx_edge.manifest import file_fingerprint, versions
 from mlx_edge.progress import progress_bar
@@ -48,6 +49,7 @@ def augment(
     out: Path,
     per_class: int,
     llm: str | None = None,
+    adapter: Path | None = None,
     generator: Generator | None = None,
     classes: list[str] | None = None,
     teacher: Path | None = None,
@@ -74,7 +76,8 @@ def augment(
 
     The LLM is `generator` (any object with `.name`, `.tokens` and `.generate(prompts, ...)`) or `llm`
     (a built-in name such as smollm2-135m-instruct, an mlx-lm directory or a hub id); with neither,
-    token edits of the seeds. `on_round(round, kept)` is called after each round has been saved.
+    token edits of the seeds. `adapter` is a LoRA adapter directory of `llm` (`augment adapt`).
+    `on_round(round, kept)` is called after each round has been saved.
     """
     seeds, out = Path(seeds), Path(out)
     if per_class < 1:
@@ -106,9 +109,13 @@ def augment(
     }
     if method == "llm" and generator is None:
         check_llm(llm)
+    if adapter is not None:  # checked against --llm before anything is written; a new adapter is a new setup
+        if llm is None:
+            raise ConfigError("--adapter needs --llm: it is a LoRA adapter of that model", "pass --llm too")
+        setup["adapter"] = check_adapter(Path(adapter), llm, progress=progress)
     _check_writable(out)
     if force:  # --force replaces --out: never when it is one of the inputs
-        refuse_overwriting_inputs(out, seeds, teacher, llm if llm and Path(llm).exists() else None)
+        refuse_overwriting_inputs(out, seeds, teacher, llm if llm and Path(llm).exists() else None, adapter)
     manifest_path, state_path = sidecar_paths(out)
     state = _start(out, manifest_path, state_path, setup, force)
     resumed = state["round"] > 0
@@ -120,7 +127,8 @@ def augment(
     short = [c for c in classes if counts[c].kept < per_class]
     if short and state["round"] < max_rounds:
         if method == "llm" and generator is None:
-            generator = load_generator(resolve_llm(llm, progress=progress))
+            with_adapter = {} if adapter is None else {"adapter": Path(adapter)}  # stand-in loaders take a name only
+            generator = load_generator(resolve_llm(llm, progress=progress), **with_adapter)
         judge = None
         if teacher is not None:
             judge = TeacherJudge(teacher, classes=classes)
@@ -195,6 +203,7 @@ def augment(
         short,
         generator=stats,
         llm=llm_name,
+        adapter=setup.get("adapter"),
         teacher=None if teacher is None else str(teacher),
         min_confidence=min_confidence,
         relabel=relabel,

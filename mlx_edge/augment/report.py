@@ -75,6 +75,7 @@ class AugmentResult:
     short: list[str] = field(default_factory=list)  # classes still below per_class (max rounds reached)
     generator: GeneratorStats = field(default_factory=GeneratorStats)  # the whole run, resumes included
     llm: str | None = None
+    adapter: dict | None = None  # {"path", "sha256"} of the LoRA adapter on the LLM (augment adapt)
     teacher: str | None = None
     min_confidence: float = 0.0
     relabel: bool = False
@@ -103,6 +104,7 @@ class AugmentResult:
             "manifest": self.manifest,
             "method": self.method,
             "llm": self.llm,
+            "adapter": self.adapter,
             "rounds": self.rounds,
             "new_examples": self.new_examples,
             "resumed": self.resumed,
@@ -135,8 +137,9 @@ def format_details(result: AugmentResult) -> str:
     t, g = result.total(), result.generator
     lines = []
     if result.method == "llm":
+        adapter = f" + adapter {result.adapter['path']}" if result.adapter else ""
         lines.append(
-            f"generator {result.llm}: {g.answers} answers, {g.tokens} tokens in {g.seconds:.0f} s "
+            f"generator {result.llm}{adapter}: {g.answers} answers, {g.tokens} tokens in {g.seconds:.0f} s "
             f"({g.tokens_per_second:.1f} tokens/s); peak MLX memory {g.peak_memory / 1e6:.0f} MB "
             f"(the LLM's weights {g.weight_bytes / 1e6:.0f} MB)"
         )

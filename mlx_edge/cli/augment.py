@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from mlx_edge.cli.augment_adapt import adapt
 from mlx_edge.cli.options import FiniteFloatRange, echo_err, with_columns
 from mlx_edge.settings import AUGMENT
 
@@ -20,7 +21,17 @@ def _class_list(ctx, param, value):
     return classes
 
 
-@click.command()
+class AugmentCommand(click.Command):
+    """`augment`, and `augment adapt ...` when the first argument is `adapt`. A click group would
+    need every `augment` option before a subcommand name and would change `augment`'s own usage."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        if args and args[0] == "adapt":
+            return adapt.make_context(f"{info_name} adapt", args[1:], parent=parent, **extra)
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+
+@click.command(cls=AugmentCommand)
 @click.option(
     "--seeds",
     type=click.Path(path_type=Path),
@@ -39,6 +50,12 @@ def _class_list(ctx, param, value):
     default=None,
     help="An instruct LLM: smollm2-135m-instruct (built in, offline, English), an mlx-lm model directory or a "
     "hub id. Omitted: token edits of the seeds, no LLM.",
+)
+@click.option(
+    "--adapter",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A LoRA adapter of --llm (the --out of `mlx-edge augment adapt`): the LLM writes in your domain.",
 )
 @click.option(
     "--classes",
@@ -125,6 +142,7 @@ def augment(
     out,
     per_class,
     llm,
+    adapter,
     classes,
     teacher_dir,
     min_confidence,
@@ -153,7 +171,9 @@ def augment(
     seed copies dropped, and classes balanced to --per-class. With --teacher, examples the
     teacher labels differently or with less than --min-confidence are dropped. Output is
     appended round by round: re-running an interrupted command continues it. Without --llm,
-    new examples are token edits (delete/swap/replace/insert) of the seeds.
+    new examples are token edits (delete/swap/replace/insert) of the seeds. To teach the LLM your
+    domain first, train a LoRA adapter on your rows with `mlx-edge augment adapt` (see
+    `mlx-edge augment adapt --help`) and pass it with --adapter.
 
     \b
     Examples:
@@ -162,6 +182,9 @@ def augment(
       mlx-edge augment --seeds train.jsonl --llm smollm2-135m-instruct --per-class 50 \\
           --teacher teacher --min-confidence 0.5 --out synthetic.jsonl
       mlx-edge augment --seeds train.csv --per-class 50 --teacher teacher --out edits.jsonl
+      mlx-edge augment adapt --model smollm2-135m-instruct --data train.jsonl --out adapter
+      mlx-edge augment --seeds train.jsonl --llm smollm2-135m-instruct --adapter adapter \\
+          --per-class 50 --teacher teacher --out synthetic.jsonl
     """
     from mlx_edge.augment.api import augment as run_augment  # lazy: --help stays instant
     from mlx_edge.augment.report import format_details, format_report  # lazy: --help stays instant
@@ -173,6 +196,7 @@ def augment(
         out=out,
         per_class=per_class,
         llm=llm,
+        adapter=adapter,
         classes=classes,
         teacher=teacher_dir,
         min_confidence=min_confidence,
