@@ -39,10 +39,13 @@ def enabled() -> bool:
 
 def exp(x: mx.array) -> mx.array:
     r = mx.clip(x, -87.0, 88.0)
-    n = mx.floor(r * _LOG2E + 0.5)
-    f = r - n * _LN2_HI - n * _LN2_LO  # |f| <= ln2 / 2
+    # round(r log2 e) as floor(y + 0.5) by truncating y + 128.5 > 0: mx.floor is a scalar libm call
+    # on this wheel (7 ms for 2.4M floats, the rest of exp ~3x less); off by one only at a tie, harmless
+    n = (r * _LOG2E + 128.5).astype(mx.int32) - 128
+    nf = n.astype(mx.float32)
+    f = r - nf * _LN2_HI - nf * _LN2_LO  # |f| <= ln2 / 2 (+ a rounding step)
     p = 1.0 + f * (1.0 + f * (0.5 + f * (1 / 6 + f * (1 / 24 + f * (1 / 120 + f * (1 / 720 + f / 5040))))))
-    value = p * mx.stop_gradient(mx.left_shift(n.astype(mx.int32) + 127, 23).view(mx.float32))  # * 2**n
+    value = p * mx.stop_gradient(mx.left_shift(n + 127, 23).view(mx.float32))  # * 2**n
     return mx.where(x < -87.0, 0.0, value)  # below float32's normal range: 0, as a masked key's weight must be
 
 
