@@ -80,3 +80,27 @@ def test_fast_math_is_decided_when_the_model_is_built(monkeypatch):
     b = native.eval()(ids, mask, output_attentions=True)
     assert np.abs(np.array(a.logits) - np.array(b.logits)).max() < 1e-5
     assert np.abs(np.array(a.attentions[0]) - np.array(b.attentions[0])).max() < 1e-5
+
+
+def test_hashed_dropout_keeps_the_right_share_independently_and_reproducibly():
+    import mlx.nn as nn
+
+    shape = (4, 12, 64, 64)  # 196,608 draws: the keep rate's sd is ~7e-4
+    mx.random.seed(7)
+    a = np.array(fastmath.keep_mask(shape, 0.9))
+    b = np.array(fastmath.keep_mask(shape, 0.9))
+    mx.random.seed(7)
+    again = np.array(fastmath.keep_mask(shape, 0.9))
+    np.testing.assert_array_equal(a, again)  # MLX's seed decides the mask
+    assert abs(a.mean() - 0.9) < 0.005 and abs(b.mean() - 0.9) < 0.005
+    assert abs((a == b).mean() - (0.9**2 + 0.1**2)) < 0.005  # two calls: independent masks
+    rows = a.reshape(-1, 64).mean(axis=1)  # no structure along the rows the attention reads
+    assert abs(rows.std() - (0.09 / 64) ** 0.5) < 0.01
+
+    drop = fastmath.Dropout(0.25)
+    x = mx.ones(shape)
+    y = np.array(drop(x))
+    assert set(np.unique(y)) == {0.0, np.float32(1 / 0.75)} and abs((y > 0).mean() - 0.75) < 0.005
+    drop.eval()
+    np.testing.assert_array_equal(np.array(drop(x)), np.array(x))
+    assert nn.Dropout(0.25).state == drop.state == {}  # no parameters: checkpoints are unchanged

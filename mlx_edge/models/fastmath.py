@@ -16,6 +16,7 @@ import os
 import sys
 
 import mlx.core as mx
+import mlx.nn as nn
 
 _LOG2E = 1.4426950408889634
 _LN2_HI, _LN2_LO = 0.693145751953125, 1.428606765330187e-06  # ln 2 split for an exact n * ln2
@@ -102,3 +103,35 @@ def softmax(x: mx.array) -> mx.array:
 def _softmax_vjp(primals, cotangent, output):
     y = output
     return (y * (cotangent - (cotangent * y).sum(axis=-1, keepdims=True)),)
+
+
+_U32 = mx.uint32
+
+
+def keep_mask(shape: tuple[int, ...], keep: float) -> mx.array:
+    """A Bernoulli(`keep`) bool mask from a counter hash (murmur3's finalizer over element index +
+    one random seed per call): integer ops `mx.compile` fuses, 2.2x faster here than
+    mx.random.bernoulli's threefry on the 16x12x128x128 attention maps (measured interleaved).
+    Independent enough for dropout, not for anything cryptographic or statistical."""
+    size = math.prod(shape)
+    seed = mx.random.randint(0, 2**31 - 1, (1,)).astype(_U32)  # draws from (and advances) MLX's key
+    h = mx.arange(size, dtype=_U32).reshape(shape) * mx.array(0x9E3779B1, _U32) + seed * mx.array(0x85EBCA77, _U32)
+    for shift, multiplier in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
+        h = mx.bitwise_xor(h, mx.right_shift(h, mx.array(shift, _U32))) * mx.array(multiplier, _U32)
+    h = mx.bitwise_xor(h, mx.right_shift(h, mx.array(16, _U32)))
+    return h < mx.array(min(int(keep * 2**32), 2**32 - 1), _U32)
+
+
+class Dropout(nn.Module):
+    """nn.Dropout with its mask from `keep_mask`: same semantics (scale kept values by 1/(1-p) while training)."""
+
+    def __init__(self, p: float = 0.5):
+        super().__init__()
+        if not 0 <= p < 1:
+            raise ValueError(f"dropout probability {p} must be in [0, 1)")
+        self._keep = 1 - p
+
+    def __call__(self, x: mx.array) -> mx.array:
+        if self._keep == 1 or not self.training:
+            return x
+        return mx.where(keep_mask(x.shape, self._keep), x * (1 / self._keep), mx.zeros((), x.dtype))
