@@ -193,10 +193,17 @@ def program_weight_map(constants: dict[str, np.ndarray], mirror_state: dict[str,
 
 
 def compare_weights(
-    constants: dict[str, np.ndarray], mirror_state: dict[str, np.ndarray], *, precision: str, quantize: str
+    constants: dict[str, np.ndarray],
+    mirror_state: dict[str, np.ndarray],
+    *,
+    precision: str,
+    quantize: str,
+    student_codes: set[str] | None = None,
 ) -> tuple[list[str], dict]:
     """The program's (decompressed) weights vs the student's: exact up to the storage dtype, or
-    within the compression's relative error. Returns (problems, figures)."""
+    within the compression's relative error. `student_codes`: the program claims to hold these
+    weights of a quantized student as its own codes: they must be compressed and, decompressed,
+    equal the student's dequantized weights as exactly as an uncompressed weight. Returns (problems, figures)."""
     mapping = program_weight_map(constants, mirror_state)
     problems, worst = [], 0.0
     bound = TOLERANCES.get(f"weights_{quantize}")
@@ -208,7 +215,17 @@ def compare_weights(
             continue
         stored = ref.astype(np.float16) if precision == "fp16" else ref
         is_compressed = const.endswith(("_quantized", "_palettized"))
-        if quantize != "none" and not is_compressed and ref.ndim >= 2 and ref.size > COMPRESS_THRESHOLD:
+        if student_codes is not None and is_compressed != (name in student_codes):
+            state = "compressed" if is_compressed else "not compressed"
+            problems.append(
+                f"{const} is {state}; the student holds {name} {'as codes' if not is_compressed else 'as floats'}"
+            )
+        elif student_codes is not None and is_compressed:
+            diff = float(np.max(np.abs(value - stored.astype(np.float64)))) if value.size else 0.0
+            worst = max(worst, diff)
+            if not diff <= (2.0**-24 if precision == "fp16" else 0.0):
+                problems.append(f"{const} differs from the student's codes of {name} (max |Δ| {diff:.3g})")
+        elif quantize != "none" and not is_compressed and ref.ndim >= 2 and ref.size > COMPRESS_THRESHOLD:
             # e.g. a block size that does not divide the weight: coremltools skips it without a word
             problems.append(f"{const} ({'x'.join(map(str, ref.shape))}) is not compressed ({quantize})")
         elif is_compressed:
@@ -222,16 +239,23 @@ def compare_weights(
             if not diff <= (2.0**-24 if precision == "fp16" else 0.0):
                 problems.append(f"{const} differs from the student's {name} (max |Δ| {diff:.3g})")
     figures = {"compared": len(mapping), "max_relative_error_compressed": worst}
+    if student_codes is not None:  # `worst` is then the largest |Δ| of a decompressed weight: 0 when exact
+        figures = {"compared": len(mapping), "student_codes": len(student_codes), "max_abs_diff_codes": worst}
     if not mapping:
         problems.append("no program constant could be matched to a student weight")
     return problems, figures
 
 
-def check_weights(name: str, constants: dict, mirror_state: dict, *, precision: str, quantize: str) -> CheckResult:
-    problems, figures = compare_weights(constants, mirror_state, precision=precision, quantize=quantize)
+def check_weights(
+    name: str, constants: dict, mirror_state: dict, *, precision: str, quantize: str, student_codes=None
+) -> CheckResult:
+    problems, figures = compare_weights(
+        constants, mirror_state, precision=precision, quantize=quantize, student_codes=student_codes
+    )
     detail = (
         "; ".join(problems[:4]) + (f" (+{len(problems) - 4} more)" if len(problems) > 4 else "")
         if problems
         else f"{figures['compared']} weights match the student's"
+        + (f" ({len(student_codes)} of them its own codes, decompressed exactly)" if student_codes else "")
     )
     return CheckResult(f"weights.{name}", not problems, detail, figures)

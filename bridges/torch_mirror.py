@@ -19,8 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from mlx_edge.errors import ModelError
-from mlx_edge.models.bert import sanitize
-from mlx_edge.models.safetensors_io import read_weights
+from mlx_edge.models.checkpoint import read_float_weights
 
 # Added to padded positions' attention scores. Not the dtype's minimum (as in MLX): an fp16
 # program casts finfo(float32).min to -inf, and a fully padded row then softmaxes to NaN.
@@ -116,7 +115,9 @@ class _Embeddings(nn.Module):
     def __init__(self, config):
         super().__init__()
         h = config.hidden_size
-        self.word_embeddings = nn.Embedding(config.vocab_size, h)
+        width = config.embedding_size or h  # a factorized table: narrow rows projected up to h
+        self.word_embeddings = nn.Embedding(config.vocab_size, width)
+        self.projection = nn.Linear(width, h) if config.embedding_size is not None else None
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, h)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, h)
         self.LayerNorm = nn.LayerNorm(h, eps=config.layer_norm_eps)
@@ -127,7 +128,10 @@ class _Embeddings(nn.Module):
         else:  # positions 0..L-1 counted from the ids: slicing by L would trace an aten::Int cast of a shape
             position = self.position_embeddings(torch.cumsum(torch.ones_like(input_ids), dim=1, dtype=torch.int32) - 1)
         # token type 0 for every token, as the MLX model does without token_type_ids
-        x = self.word_embeddings(input_ids) + position + self.token_type_embeddings.weight[0]
+        words = self.word_embeddings(input_ids)
+        if self.projection is not None:
+            words = self.projection(words)
+        x = words + position + self.token_type_embeddings.weight[0]
         return self.LayerNorm(x)
 
 
@@ -219,7 +223,7 @@ def load_mirror(weights: dict[str, np.ndarray], config, *, source: str | Path = 
 def read_student_weights(student_dir: Path) -> dict[str, np.ndarray]:
     """The student's safetensors as float32 NumPy arrays with canonical HF names."""
 
-    weights = sanitize(read_weights(Path(student_dir)))
+    weights = read_float_weights(Path(student_dir))  # a quantized student's dequantized, exactly
     return {k: np.array(v.astype(mx.float32)) for k, v in weights.items()}
 
 

@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from bridges import coreml_export as cx
 from bridges.checks import bundle_files, check_files, check_io
+from bridges.coreml_codes import check_student_codes, student_codes, write_codes
 from bridges.coreml_export import BLOCK_MODES, COMPUTE_UNITS, MIN_TARGETS, PRECISIONS, QUANTIZE, parse_seq_len
 from bridges.coreml_head import BATCH_SIZES, EPOCHS, HeadTraining, build_head, describe_head, save_head
 from bridges.onnx_export import export_onnx
@@ -129,6 +130,7 @@ def export_bundle(
     mlx_device(device)
     config = load_config(student_dir)  # ModelError for anything that is not a model directory
     _check_blocks(quantize, block_size, min_target, config)
+    check_student_codes(quantize, block_size, config)
     if out_dir.exists() and not force:
         raise ExportError(f"{out_dir} already exists", "pass --force to replace it, or choose another --out")
     if out_dir.resolve() == student_dir.resolve() or student_dir.resolve() in out_dir.resolve().parents:
@@ -194,13 +196,14 @@ def _check_blocks(quantize: str, block_size: int, min_target: str, config) -> No
             "(constexpr_blockwise_shift_scale) run on iOS 18 / macOS 15 and later",
             "add --min-target iOS18, or use --quantize int8 (per channel, iOS 16)",
         )
-    widths = sorted({config.hidden_size, config.intermediate_size})
+    widths = sorted({config.hidden_size, config.intermediate_size, config.embedding_size or config.hidden_size})
     if block_size < 1 or any(w % block_size for w in widths):
         common = math.gcd(*widths)
         fits = [d for d in range(min(common, 64), 0, -1) if common % d == 0]
         raise ExportError(
             f"--block-size {block_size} does not divide the student's weight widths "
-            f"(hidden {config.hidden_size}, intermediate {config.intermediate_size})",
+            f"(hidden {config.hidden_size}, intermediate {config.intermediate_size}"
+            + (f", embedding {config.embedding_size})" if config.embedding_size else ")"),
             f"use --block-size {fits[0]}" + (f" (or {', '.join(map(str, fits[1:3]))})" if len(fits) > 1 else ""),
         )
 
@@ -253,6 +256,7 @@ def _build(
     spec_file = write_tokenizer_spec(tokenizer, student_dir, tmp)
     tokenizer_files = copy_tokenizer_files(student_dir, tmp) + ([spec_file] if spec_file else [])
     weights = read_student_weights(student_dir)
+    codes = student_codes(student_dir)  # a quantized student's own codes go into the programs as they are
     mirror = load_mirror(weights, config, source=student_dir)
     labels = config.labels
     versions = tool_versions()
@@ -290,6 +294,7 @@ def _build(
             meta=meta,
             convert={"precision": precision, "min_target": min_target, "compute_units": compute_units},
             compress=compression,
+            codes=codes,
         )
         bar.update()
     mirror.fixed_length = None
@@ -326,7 +331,7 @@ def _build(
         "max_length": seq.max,
         "sequence_length": seq.to_dict(),
         "precision": precision,
-        "quantize": _quantize_entry(**compression),
+        "quantize": _quantize_entry(**compression) | ({"codes": "student"} if codes else {}),
         "compute_units": compute_units,
         "minimum_deployment_target": min_target,
         "tokenizer": tokenizer_entry(tokenizer, tokenizer_files, seq, spec_file),
@@ -367,9 +372,11 @@ def _build(
     return manifest
 
 
-def _program(name, mirror, tmp: Path, *, seq, labels, hidden_size, pad_id, about, meta, convert, compress) -> dict:
-    """Convert, compress, describe and save one mlprogram: "encoder" (ids -> embedding, logits) or
-    "classifier" (ids -> probabilities); returns its manifest entry."""
+def _program(
+    name, mirror, tmp: Path, *, seq, labels, hidden_size, pad_id, about, meta, convert, compress, codes
+) -> dict:
+    """Convert, compress (a quantized student: its own `codes`), describe and save one mlprogram:
+    "encoder" (ids -> embedding, logits) or "classifier" (ids -> probabilities); returns its manifest entry."""
     if name == "encoder":
         file, module, kind = ENCODER_FILE, mirror, "sentence embedding and logits"
         docs = {
@@ -380,7 +387,7 @@ def _program(name, mirror, tmp: Path, *, seq, labels, hidden_size, pad_id, about
         file, module, kind = CLASSIFIER_FILE, ClassifierWrapper(mirror), "label probabilities (not updatable)"
         docs = {cx.PROBABILITIES: f"Probabilities of the labels {', '.join(labels)}"}
     model = cx.convert(module, outputs=list(docs), seq=seq, **convert)
-    model = cx.compress(model, **compress)
+    model = write_codes(model, codes) if codes else cx.compress(model, **compress)
     cx.set_metadata(
         model,
         description=f"{about}: {kind}",

@@ -279,6 +279,8 @@ def run_pipeline(
                     "vocab",
                     "vocab_extra",
                     "freeze_embeddings",
+                    "quantize",
+                    "block_size",
                     "layer_map",
                     "max_length",
                     "dev_fraction",

@@ -22,6 +22,7 @@ from mlx_edge.data import read_labeled
 from mlx_edge.datasets import todo_split
 from mlx_edge.errors import BundleError, MlxEdgeError
 from mlx_edge.models.checkpoint import load_model
+from mlx_edge.models.quantized import quantized_weight_names
 
 UPDATE_EXAMPLES = 8
 
@@ -93,7 +94,7 @@ def verify_artifacts(bundle: Path, manifest: dict, *, student, mirror, tokenizer
     models = manifest["models"]
     results, programs = [], {}
     for key in (k for k in ("encoder", "classifier") if k in models):
-        program, program_results = _load_program(bundle, manifest, key, mirror)
+        program, program_results = _load_program(bundle, manifest, key, mirror, student)
         results += program_results
         if program is not None:
             programs[key] = program
@@ -115,7 +116,7 @@ def verify_artifacts(bundle: Path, manifest: dict, *, student, mirror, tokenizer
     backends = Backends(
         seq=sequence_lengths(manifest),
         precision=manifest["precision"],
-        quantize=manifest["quantize"]["mode"],
+        quantize=_parity_mode(manifest),
         encoder_program=programs["encoder"],
         classifier_program=programs.get("classifier"),
         head=(w, b),
@@ -141,7 +142,15 @@ def verify_artifacts(bundle: Path, manifest: dict, *, student, mirror, tokenizer
     return results
 
 
-def _load_program(bundle: Path, manifest: dict, key: str, mirror) -> tuple[object | None, list]:
+def _parity_mode(manifest: dict) -> str:
+    """The mode whose tolerances parity applies. A program holding the student's own codes computes the
+    quantized student's function: it is held to the float tolerances, against the student, not to the
+    looser ones of a weight rounded again by coremltools."""
+    q = manifest["quantize"]
+    return "none" if q.get("codes") == "student" else q["mode"]
+
+
+def _load_program(bundle: Path, manifest: dict, key: str, mirror, student=None) -> tuple[object | None, list]:
     """The MIL program of models[key] if the NumPy interpreter covers every op of it, with the
     results of loading it, of its op coverage and (with the student) of its weights."""
     entry = manifest["models"][key]
@@ -166,9 +175,23 @@ def _load_program(bundle: Path, manifest: dict, key: str, mirror) -> tuple[objec
         state = {k: v.numpy() for k, v in mirror.state_dict().items()}
         constants = program_constants(program)
         results.append(
-            check_weights(key, constants, state, precision=manifest["precision"], quantize=manifest["quantize"]["mode"])
+            check_weights(
+                key,
+                constants,
+                state,
+                precision=manifest["precision"],
+                quantize=manifest["quantize"]["mode"],
+                student_codes=_student_codes(manifest, student),
+            )
         )
     return program, results
+
+
+def _student_codes(manifest: dict, student) -> set[str] | None:
+    """The weights the student holds as codes, when the bundle says its programs hold them as they are."""
+    if manifest["quantize"].get("codes") != "student":
+        return None
+    return set() if student is None else set(quantized_weight_names(student))
 
 
 def _load_head(bundle: Path, entry: dict, mirror) -> tuple[tuple | None, list]:

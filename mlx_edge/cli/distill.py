@@ -80,6 +80,21 @@ from mlx_edge.settings import DISTILL, DistillSettings
     help="Keep the word-embedding table as --init made it (the teacher's rows): pieces the training data "
     "never shows, such as --vocab-extra's, stay in the same space as the rest.",
 )
+@click.option(
+    "--quantize",
+    type=click.Choice(["int8", "int4"]),
+    default=DISTILL.quantize,
+    help="Quantization-aware distillation: train with the encoder's weights and word embeddings quantized "
+    "in blocks of --block-size as the app will hold them (export with --quantize int8-block/int4-block); "
+    "the student is saved quantized. With --student DIR it fine-tunes a distilled student (1-3 epochs).",
+)
+@click.option(
+    "--block-size",
+    type=click.IntRange(1),
+    default=DISTILL.block_size,
+    show_default=True,
+    help="Weights per scale with --quantize (32, 64 or 128; it must divide the student's widths).",
+)
 @click.option("--init-layers", callback=layer_list, default="", help="Teacher layers to copy (0-based), e.g. 1,3,5.")
 @click.option(
     "--layer-map",
@@ -189,6 +204,8 @@ def distill(
     vocab,
     vocab_extra,
     freeze_embeddings,
+    quantize,
+    block_size,
     init_layers,
     layer_map,
     out,
@@ -235,6 +252,8 @@ def distill(
       mlx-edge distill --teacher teacher --train train.csv --student tiny --out student
       mlx-edge distill --teacher teacher --train train.csv --targets targets --student half \\
           --init teacher --hidden-weight 1 --attention-weight 1 --out student
+      mlx-edge distill --teacher teacher --train train.csv --targets targets --student student \\
+          --quantize int4 --epochs 2 --lr 5e-5 --out student-int4
     """
     from mlx_edge.distill.api import distill as run  # lazy: --help stays instant
     from mlx_edge.distill.loop import LoopConfig  # lazy: --help stays instant
@@ -245,6 +264,8 @@ def distill(
         vocab=vocab,
         vocab_extra=vocab_extra,
         freeze_embeddings=freeze_embeddings,
+        quantize=quantize,
+        block_size=block_size,
         layer_map=layer_map,
         max_length=max_length,
         epochs=epochs,
@@ -290,6 +311,8 @@ def distill(
         vocab=vocab,
         vocab_extra=vocab_extra,
         freeze_embeddings=freeze_embeddings,
+        quantize=quantize,
+        block_size=block_size,
         init_layers=init_layers or None,
         layer_map=layer_map,
         max_length=max_length,

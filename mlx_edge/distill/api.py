@@ -21,6 +21,7 @@ from mlx.utils import tree_flatten
 from mlx_edge.data import LabelMap, collate, read_labeled, split_dev, warn_overlap
 from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
 from mlx_edge.distill.providers import cache_targets, live_targets, to_teacher_ids
+from mlx_edge.distill.quant import fake_quantize_model, student_spec, to_quantized
 from mlx_edge.distill.shrink import ShrinkPlan, plan_shrink, selection_matrix
 from mlx_edge.distill.step import Trainable
 from mlx_edge.distill.student import init_student, parse_layer_map, student_config
@@ -77,6 +78,8 @@ def distill(
     vocab: str = DISTILL.vocab,
     vocab_extra: int = DISTILL.vocab_extra,
     freeze_embeddings: bool = DISTILL.freeze_embeddings,
+    quantize: str | None = DISTILL.quantize,
+    block_size: int = DISTILL.block_size,
     init_layers: list[int] | None = None,
     layer_map: str | None = DISTILL.layer_map,
     max_length: int | None = DISTILL.max_length,
@@ -98,6 +101,8 @@ def distill(
     `vocab_extra` more of the teacher's most likely pieces in the data's scripts (a new student only).
     `freeze_embeddings`: the word-embedding table stays as initialized, so rows the training data never
     reaches (extra pieces) stay in the same space as the rest.
+    `quantize` ("int8", "int4"): train with the weights quantized in blocks of `block_size` as the
+    app will hold them (quantization-aware distillation, distill/quant.py); the student is saved quantized.
     """
 
     loop = loop or LoopConfig()
@@ -147,6 +152,7 @@ def distill(
     )
 
     config, source = student_config(student, teacher_model.config)
+    quant = student_spec(quantize, block_size, config, continuing=source is not None)
     plan = _vocab_plan(vocab, teacher, source, train_data.texts, vocab_extra)
     if plan is not None:
         config = replace(config, vocab_size=len(plan.keep), pad_token_id=int(plan.remap[config.pad_token_id]))
@@ -164,8 +170,9 @@ def distill(
 
     work = out.with_name(f".{out.name}.work")
     settings = fingerprint(
-        student, init, init_layers, mapping, max_length, loop, config, vocab, vocab_extra, freeze_embeddings
-    )
+        student, init, init_layers, mapping, max_length, loop, config, vocab, vocab_extra, freeze_embeddings,
+        *((quant,) if quant is not None else ()),
+    )  # fmt: skip
     inputs = _input_identity(teacher, train, dev, targets)
     setup = fingerprint(settings, inputs)
     resumed = _prepare_work(work, settings, inputs, restart)
@@ -190,6 +197,8 @@ def distill(
         keep=None if plan is None else plan.keep,
         shrink=shrink,
     )
+    if quant is not None:  # the weights train as the app will hold them
+        fake_quantize_model(model, quant)
     trainable = Trainable(model, teacher_model.config.hidden_size, "hidden" in terms_on, "embedding" in terms_on)
     if freeze_embeddings:
         model.bert.embeddings.word_embeddings.freeze()
@@ -212,7 +221,7 @@ def distill(
         }
 
     def save_best() -> None:
-        save_model(model, work / "best", tokenizer_from=student_tokenizer)
+        save_model(model if quant is None else to_quantized(model), work / "best", tokenizer_from=student_tokenizer)
 
     result = run_loop(
         trainable=trainable,

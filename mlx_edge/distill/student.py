@@ -10,6 +10,7 @@ import mlx.core as mx
 import numpy as np
 from mlx.utils import tree_flatten
 
+from mlx_edge.distill.factorize import check_factorizable, factorized_from, unfactorized
 from mlx_edge.distill.shrink import ShrinkPlan, shrink_from_teacher
 from mlx_edge.errors import DistillError
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, init_weights
@@ -85,7 +86,9 @@ def student_config(spec: str, teacher: BertConfig) -> tuple[BertConfig, Path | N
             )
         params = {**params, **shared, "model_type": "bert"}
         params.pop("num_labels", None)
-        return BertConfig.from_dict(params), None
+        config = BertConfig.from_dict(params)
+        check_factorizable(config)
+        return config, None
     raise DistillError(
         f"unknown student {spec!r}",
         f"use a preset ({', '.join([*PRESETS, 'half'])}), a config .json, or a student directory",
@@ -143,6 +146,12 @@ def init_student(
         model = load_model(source, labels=config.labels, require_head=True)
         model.train()
         return model
+    if config.embedding_size is not None:  # built with full rows, then split (factorize.py)
+        full = init_student(
+            unfactorized(config), mode=mode, seed=seed, teacher=teacher, teacher_layers=teacher_layers,
+            keep=keep, shrink=shrink,
+        )  # fmt: skip
+        return factorized_from(full, config)
     model = BertForSequenceClassification(config)
     init_weights(model, seed=seed)
     if mode == "teacher" and shrink is not None:

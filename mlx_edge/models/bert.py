@@ -76,6 +76,12 @@ class BertConfig:
     classifier_dropout: float | None = None
     id2label: dict[int, str] = field(default_factory=lambda: {0: "LABEL_0", 1: "LABEL_1"})
     model_type: str = "bert"
+    # A factorized word embedding (ALBERT's key): (vocab, embedding_size) rows projected up to
+    # hidden_size by `bert.embeddings.projection`. None: rows of hidden_size, as in BERT.
+    embedding_size: int | None = None
+    # Group-quantized weights (mlx-lm's key): {"bits", "group_size", "mode"}; which layers hold
+    # codes is read from the checkpoint (their `scales`). None: float weights.
+    quantization: dict[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> BertConfig:
@@ -94,6 +100,9 @@ class BertConfig:
     def to_dict(self) -> dict[str, Any]:
         """An HF-compatible `config.json` for BertForSequenceClassification."""
         out = {k: getattr(self, k) for k in inspect.signature(type(self)).parameters}
+        for key in ("embedding_size", "quantization"):  # a plain BERT's config.json stays as HF writes it
+            if out[key] is None:
+                del out[key]
         out["id2label"] = {str(i): label for i, label in sorted(self.id2label.items())}
         out["label2id"] = {label: i for i, label in sorted(self.id2label.items())}
         out["model_type"] = "bert"
@@ -116,6 +125,8 @@ class BertConfig:
         sizes = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                  "max_position_embeddings", "type_vocab_size")  # fmt: skip
         bad = [f"{name} {getattr(self, name)!r}" for name in sizes if not _positive_int(getattr(self, name))]
+        if self.embedding_size is not None and not _positive_int(self.embedding_size):
+            bad.append(f"embedding_size {self.embedding_size!r}")
         if bad:
             raise ModelError(
                 f"config.json has sizes that are not positive integers: {', '.join(bad)}", "fix config.json"
@@ -167,7 +178,9 @@ class BertOutput:
 class BertEmbeddings(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+        width = config.embedding_size or config.hidden_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, width)
+        self.projection = nn.Linear(width, config.hidden_size) if config.embedding_size is not None else None
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
@@ -175,7 +188,10 @@ class BertEmbeddings(nn.Module):
 
     def __call__(self, input_ids: mx.array, token_type_ids: mx.array | None) -> mx.array:
         positions = mx.arange(input_ids.shape[1])
-        x = self.word_embeddings(input_ids) + self.position_embeddings(positions)
+        words = self.word_embeddings(input_ids)
+        if self.projection is not None:
+            words = self.projection(words)
+        x = words + self.position_embeddings(positions)
         if token_type_ids is None:
             x = x + self.token_type_embeddings.weight[0]
         else:

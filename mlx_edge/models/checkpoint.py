@@ -12,6 +12,7 @@ from mlx.utils import tree_flatten
 from mlx_edge.errors import ModelError
 from mlx_edge.fileio import atomic_write_json, atomic_write_text
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, init_weights, sanitize
+from mlx_edge.models.quantized import QuantSpec, dequantize_weights, quantize_layers, quantized_names
 from mlx_edge.models.safetensors_io import WEIGHTS_NAME, read_weights, write_weights
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
@@ -74,6 +75,8 @@ def load_model(
         config.id2label = dict(enumerate(labels))
     model = BertForSequenceClassification(config)
     init_weights(model, seed=seed)
+    if config.quantization is not None:  # the layers the checkpoint holds as codes become MLX's quantized ones
+        quantize_layers(model, QuantSpec.from_dict(config.quantization, f"{model_dir}"), quantized_names(weights))
     expected = dict(tree_flatten(model.parameters()))
     _check_names_and_shapes(expected, weights, model_dir, allow_missing=() if has_head else HEAD_PREFIXES)
     model.load_weights(list(weights.items()), strict=False)
@@ -82,6 +85,13 @@ def load_model(
     model.eval()
     mx.eval(model.parameters())
     return model
+
+
+def read_float_weights(model_dir: Path) -> dict[str, mx.array]:
+    """The checkpoint's weights with HF names, a quantized one's dequantized (exactly scale * q + bias)."""
+    weights = sanitize(read_weights(model_dir))
+    quantization = read_config(model_dir).get("quantization")
+    return weights if quantization is None else dequantize_weights(weights, QuantSpec.from_dict(quantization))
 
 
 def _check_names_and_shapes(expected: dict, found: dict, model_dir: Path, allow_missing: tuple[str, ...]) -> None:
