@@ -47,10 +47,11 @@ def write_codes(mlmodel, codes: dict[str, BlockCodes]):
 
 
 def _graph_pass(codes: dict[str, BlockCodes]):
-    from coremltools.converters.mil.mil import Builder as mb  # lazy: coremltools' import takes seconds
-    from coremltools.converters.mil.mil import types
-    from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass
-    from coremltools.converters.mil.mil.passes.helper import block_context_manager
+    # lazy: coremltools' import takes seconds (these four lines)
+    from coremltools.converters.mil.mil import Builder as mb  # lazy: as above
+    from coremltools.converters.mil.mil import types  # lazy: as above
+    from coremltools.converters.mil.mil.passes.graph_pass import AbstractGraphPass  # lazy: as above
+    from coremltools.converters.mil.mil.passes.helper import block_context_manager  # lazy: as above
 
     by_flat = {name.replace(".", "_"): name for name in codes}
 

@@ -29,7 +29,7 @@ from mlx_edge.distill.quant import FakeQuantLinear, fake_quantize, fake_quantize
 from mlx_edge.errors import CHECK_FAILED
 from mlx_edge.fileio import sha256_file
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, init_weights
-from mlx_edge.models.checkpoint import load_model, save_model
+from mlx_edge.models.checkpoint import load_model, read_float_weights, save_model
 from mlx_edge.models.quantized import pack, unpack
 from mlx_edge.models.tokenizer import load_tokenizer
 from tests.helpers.cli import assert_one_line_error
@@ -289,6 +289,8 @@ def test_distill_quantize_saves_a_quantized_student_and_continues_it(trained_tea
     assert isinstance(student.classifier, nn.Linear)  # the head stays float (the device trains it)
     report = json.loads((tmp_path / "s4" / "report.json").read_text())
     assert 0 <= report["student_dev_accuracy"] <= 1
+    # its parameters are the float weights its codes stand for, not the packed words
+    assert report["student_parameters"] == sum(v.size for v in read_float_weights(tmp_path / "s4").values())
     # continued: only quantized (its codes would otherwise be dropped without a word)
     s4 = str(tmp_path / "s4")
     assert_one_line_error(

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
-from mlx.utils import tree_flatten
 
 from mlx_edge.data import LabelMap, collate, read_labeled, split_dev, warn_overlap
 from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
@@ -32,6 +31,7 @@ from mlx_edge.metrics import accuracy, macro_f1
 from mlx_edge.models.checkpoint import load_model, save_model
 from mlx_edge.models.inference import compare_speed, predict_ids
 from mlx_edge.models.prune import VocabPlan, plan_matching, plan_vocab, write_pruned_tokenizer
+from mlx_edge.models.quantized import parameter_count
 from mlx_edge.models.tokenizer import load_tokenizer, unknown_share, warn_unknown
 from mlx_edge.runtime.cpu_streams import resolve_shards
 from mlx_edge.runtime.devices import mlx_device
@@ -251,7 +251,7 @@ def distill(
     )
 
     def count(m) -> int:
-        return int(sum(v.size for _, v in tree_flatten(m.parameters())))
+        return parameter_count(m)  # a quantized student's codes count as the weights they stand for
 
     teacher_acc, student_acc = accuracy(teacher_pred, dev_y), accuracy(best_pred, dev_y)
     report = DistillReport(

@@ -94,6 +94,21 @@ def quantized_weight_names(model: nn.Module) -> list[str]:
     return sorted(f"{path}.weight" for path, module in model.named_modules() if isinstance(module, kinds))
 
 
+def parameter_count(model: nn.Module) -> int:
+    """Parameters of the float model `model` stands for: a quantized layer's codes count once each,
+    its scales and biases not at all (they are how the codes are stored, not parameters of their own)."""
+    total = 0
+    for _, module in model.named_modules():
+        quantized = isinstance(module, (nn.QuantizedLinear, nn.QuantizedEmbedding))
+        for name, value in module.parameters().items():
+            if not isinstance(value, mx.array):
+                continue  # a child module's parameters: counted with the child
+            if quantized and name in ("scales", "biases"):
+                continue
+            total += value.size * (32 // module.bits if quantized and name == "weight" else 1)
+    return total
+
+
 def quantize_layers(model: nn.Module, spec: QuantSpec, layers) -> None:
     """Swap the named Linear/Embedding layers of `model` for MLX's quantized ones (weights to be loaded)."""
     wanted = set(layers)
