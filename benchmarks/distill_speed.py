@@ -1,6 +1,7 @@
 """Distillation step speed and peak memory: the MLX loop (`mlx-edge distill`) vs an equivalent PyTorch loop.
 
     .venv/bin/python benchmarks/distill_speed.py [--examples 10000] [--steps 40] [--with-hidden]
+        [--dropout 0.1] [--vocab auto|all] [--compare-bench]
 
 The `tiny` student (TinyBERT-4 shape: 4 layers, 312 wide, 12 heads, ffn 1200) with the MiniLM-L6
 teacher's vocabulary (30522), batch 32, every text 128 tokens, training from a targets cache of
@@ -10,6 +11,10 @@ memory of the loop do not depend on them). Each backend runs in its own process;
 the process's high-water mark (ru_maxrss), MLX peak is MLX's allocator high-water mark. The MLX
 loop splits each batch over one CPU stream per core (`--cpu-shards` of `mlx-edge distill`);
 PyTorch uses its own intra-op threads (one per core).
+
+`--compare-bench` also times `mlx-edge bench`'s distill-cached workload (the same TrainStep) in a
+process of its own: with `--dropout 0 --vocab all` the two measure the same step on the same shapes
+(the bench turns dropout off so backends can be compared, and keeps the student's whole vocabulary).
 """
 
 from __future__ import annotations
@@ -98,7 +103,17 @@ def build(workdir: Path, examples: int, with_hidden: bool) -> dict:
     return {"teacher": str(teacher), "train": str(train), "dev": str(dev), "targets": str(cache)}
 
 
-def run_mlx(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
+def student_spec(workdir: Path, dropout: float) -> str:
+    """The `tiny` preset as a config file, with the dropout asked for."""
+    from mlx_edge.distill.student import PRESETS
+
+    config = {**PRESETS["tiny"], "hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+    path = workdir / "tiny.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def run_mlx(paths: dict, steps: int, warmup: int, with_hidden: bool, dropout: float, vocab: str) -> dict:
     import mlx.core as mx
 
     from mlx_edge.distill.api import distill
@@ -122,7 +137,8 @@ def run_mlx(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
         train=Path(paths["train"]),
         dev=Path(paths["dev"]),
         targets=Path(paths["targets"]),
-        student="tiny",
+        student=student_spec(out.parent, dropout),
+        vocab=vocab,
         out=out,
         loop=loop,
         progress=False,
@@ -137,7 +153,26 @@ def run_mlx(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
     }
 
 
-def run_torch(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
+def run_bench(paths: dict, steps: int, warmup: int, with_hidden: bool, dropout: float, vocab: str) -> dict:
+    """`mlx-edge bench`'s distill-cached row for the tiny student at batch 32 x 128 (MiniLM vocabulary)."""
+    from mlx_edge.bench.run import bench
+
+    report = bench(
+        model="tiny",
+        backends=["mlx-cpu"],
+        workloads=("distill-cached",),
+        train_batch=BATCH,
+        train_seq=SEQ,
+        warmup=warmup,
+        repeats=steps - warmup,
+        budget_s=600.0,
+        matmul_n=1024,
+    )
+    row = report["workloads"][0]["results"][0]
+    return {"samples_per_second": row["samples_per_s"], "path": row.get("path"), "roofline_pct": row["roofline_pct"]}
+
+
+def run_torch(paths: dict, steps: int, warmup: int, with_hidden: bool, dropout: float, vocab: str) -> dict:
     """The same student, losses and data in PyTorch (transformers' BERT), fed from the same cache."""
     import torch
     import torch.nn.functional as F
@@ -148,7 +183,13 @@ def run_torch(paths: dict, steps: int, warmup: int, with_hidden: bool) -> dict:
     from mlx_edge.targets import TargetsCache
 
     torch.manual_seed(0)
-    config = BertConfig(**PRESETS["tiny"], vocab_size=30522, num_labels=len(LABELS))
+    config = BertConfig(
+        **PRESETS["tiny"],
+        vocab_size=30522,
+        num_labels=len(LABELS),
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
     student = BertForSequenceClassification(config)
     projection = torch.nn.Linear(312, 384)
     params = list(student.parameters()) + (list(projection.parameters()) if with_hidden else [])
@@ -193,12 +234,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40, help="training steps per backend")
     parser.add_argument("--warmup", type=int, default=10, help="steps excluded from timing (compilation)")
     parser.add_argument("--with-hidden", action="store_true", help="add hidden-state MSE on 4 layers from the cache")
-    parser.add_argument("--child", choices=["mlx", "torch"], help=argparse.SUPPRESS)
+    parser.add_argument("--dropout", type=float, default=0.1, help="student dropout (the presets' 0.1)")
+    parser.add_argument("--vocab", default="auto", help="the MLX student's vocabulary (distill --vocab: auto prunes)")
+    parser.add_argument("--compare-bench", action="store_true", help="also time mlx-edge bench's distill-cached row")
+    parser.add_argument("--child", choices=["mlx", "torch", "bench"], help=argparse.SUPPRESS)
     parser.add_argument("--paths", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        runner = run_mlx if args.child == "mlx" else run_torch
-        result = runner(json.loads(args.paths), args.steps, args.warmup, args.with_hidden)
+        runner = {"mlx": run_mlx, "torch": run_torch, "bench": run_bench}[args.child]
+        result = runner(json.loads(args.paths), args.steps, args.warmup, args.with_hidden, args.dropout, args.vocab)
         result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         print(json.dumps(result))
         return
@@ -206,7 +250,7 @@ def main() -> None:
         print(f"building a {args.examples}-example cache ...", file=sys.stderr)
         paths = build(Path(tmp), args.examples, args.with_hidden)
         results = {}
-        for backend in ("mlx", "torch"):
+        for backend in ("mlx", "torch") + (("bench",) if args.compare_bench else ()):
             cmd = [
                 sys.executable,
                 __file__,
@@ -218,6 +262,10 @@ def main() -> None:
                 str(args.steps),
                 "--warmup",
                 str(args.warmup),
+                "--dropout",
+                str(args.dropout),
+                "--vocab",
+                args.vocab,
             ] + (["--with-hidden"] if args.with_hidden else [])
             # PASSIVE: spin-waiting OpenMP threads slow PyTorch badly whenever anything else runs
             env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
@@ -225,11 +273,16 @@ def main() -> None:
                 subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
             )
     losses = "KD + CE" + (" + hidden MSE (4 layers, from the cache)" if args.with_hidden else "")
-    print(f"tiny student, batch {BATCH} x {SEQ} tokens, {losses}, cache of {args.examples} examples")
+    print(
+        f"tiny student, batch {BATCH} x {SEQ} tokens, {losses}, cache of {args.examples} examples, "
+        f"dropout {args.dropout}, MLX vocabulary {args.vocab}"
+    )
     names = {
         "mlx": f"MLX ({results['mlx']['cpu_streams']} CPU streams)",
         "torch": f"PyTorch ({results['torch']['threads']} threads)",
     }
+    if "bench" in results:
+        names["bench"] = "mlx-edge bench row"
     print(f"{'loop':<24}{'samples/s':>12}{'peak RSS':>12}{'MLX peak':>12}")
     for backend, r in results.items():
         mlx_peak = f"{r['mlx_peak_bytes'] / 1e9:.2f} GB" if "mlx_peak_bytes" in r else "-"
@@ -239,6 +292,13 @@ def main() -> None:
         f"MLX / PyTorch: {ratio:.2f}x   (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}, "
         f"load average after: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)"
     )
+    if "bench" in results:
+        b = results["bench"]
+        print(
+            f"mlx-edge bench distill-cached b{BATCH} L{SEQ} / this loop: "
+            f"{b['samples_per_second'] / results['mlx']['samples_per_second']:.2f}x "
+            f"({b['path']}; {b['roofline_pct']:.0f}% of the MLX matmul peak)"
+        )
 
 
 if __name__ == "__main__":
