@@ -246,3 +246,22 @@ def test_help_and_defaults():
 
     options = {p.name: p.default for p in command.params if isinstance(p, click.Option) and p.name in fields}
     assert library == fields and options == fields
+
+
+def test_a_run_configs_augment_section_takes_an_adapter(tmp_path, rows_file):
+    from mlx_edge.pipeline import PipelineConfig
+
+    (tmp_path / "adapter").mkdir()
+
+    def config(*augment_lines):
+        path = tmp_path / "c.toml"
+        lines = ["[data]", f'train = "{rows_file}"', f'dev = "{rows_file}"', "[teacher]", 'dir = "t"', "[augment]"]
+        path.write_text("\n".join([*lines, "per_class = 5", *augment_lines]) + "\n")
+        return path
+
+    loaded = PipelineConfig.from_toml(config('llm = "smollm2-135m-instruct"', 'adapter = "adapter"'))
+    assert loaded.augment["adapter"] == str(tmp_path / "adapter")  # relative to the config, as llm is
+    for lines in (["adapter = 3", 'llm = "x"'], ['adapter = "adapter"']):
+        result = cli("run", config(*lines))
+        assert_one_line_error(result, "[augment] adapter needs llm too")
+        assert result.exit_code == 12 and not (tmp_path / "mlx-edge-run").exists()

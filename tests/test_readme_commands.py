@@ -21,10 +21,11 @@ def readme_command_lines() -> list[tuple[click.Command, str, str]]:
         if not match or match.group(1) not in main.commands:
             continue
         command, rest = main.commands[match.group(1)], match.group(3) or ""
-        if isinstance(command, click.Group):
-            if match.group(2) not in command.commands:
-                continue
-            command = command.commands[match.group(2)]
+        subcommands = getattr(command, "commands", {})  # a click.Group's, or `augment adapt`
+        if match.group(2) in subcommands:
+            command = subcommands[match.group(2)]
+        elif isinstance(command, click.Group):
+            continue
         elif match.group(2):
             rest = f" {match.group(2)}{rest}"
         found.append((command, rest, line.strip()))

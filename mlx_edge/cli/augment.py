@@ -25,9 +25,11 @@ class AugmentCommand(click.Command):
     """`augment`, and `augment adapt ...` when the first argument is `adapt`. A click group would
     need every `augment` option before a subcommand name and would change `augment`'s own usage."""
 
+    commands = {"adapt": adapt}  # as a click.Group names them (the README's command check reads it)
+
     def make_context(self, info_name, args, parent=None, **extra):
-        if args and args[0] == "adapt":
-            return adapt.make_context(f"{info_name} adapt", args[1:], parent=parent, **extra)
+        if args and args[0] in self.commands:
+            return self.commands[args[0]].make_context(f"{info_name} {args[0]}", args[1:], parent=parent, **extra)
         return super().make_context(info_name, args, parent=parent, **extra)
 
 
