@@ -130,6 +130,13 @@ class AdaptError(MlxEdgeError):
     exit_code = 20
 
 
+class ServeError(MlxEdgeError):
+    """`mlx-edge serve` cannot start or do as asked: a remote --host without --allow-remote, no admin
+    password, a port in use, an unknown or existing user."""
+
+    exit_code = 21
+
+
 class MlxEdgeWarning(UserWarning):
     """Something that runs but looks wrong: the CLI prints it as one `warning:` line."""
 
@@ -170,5 +177,6 @@ EXIT_CODES = {
     OutputError.exit_code: "output: --out cannot be written (it exists, is or holds an input, or the file system refuses it)",
     TeacherError.exit_code: "teacher: a training run that went bad (a NaN/inf loss; nothing was written)",
     AdaptError.exit_code: "adapt: a LoRA adapter run that went bad (a NaN/inf loss; nothing was written)",
+    ServeError.exit_code: "serve: the service cannot start or do as asked (remote host, no password, port in use, user)",
     INTERRUPTED: "interrupted (Ctrl-C); re-running the same command resumes where it can",
 }

@@ -22,6 +22,13 @@ case "$(uname -s)" in
         say "WARNING: install OpenBLAS with your package manager; MLX on CPU is ~40x slower without it"
       fi
     fi
+    # `mlx-edge serve`'s browser tests drive Debian's chromium with its chromedriver (nothing is downloaded at test time).
+    if ! command -v chromedriver >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+      SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+      say "installing chromium and chromium-driver (the web service's browser tests)"
+      $SUDO apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
+    fi
     ;;
   Darwin)
     [ "$(uname -m)" = "arm64" ] || say "WARNING: MLX needs Apple silicon (arm64); this Mac is $(uname -m)"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from mlx_edge import __version__
-from mlx_edge.cli import augment, bench, data, distill, doctor, export, predict, run, teacher
+from mlx_edge.cli import augment, bench, data, distill, doctor, export, predict, run, serve, teacher
 from mlx_edge.cli.options import Group
 
 
@@ -39,5 +39,6 @@ for command in (
     run.run,
     run.demo,
     bench.bench,
+    serve.serve,
 ):
     main.add_command(command)

@@ -1,0 +1,6 @@
+"""`mlx-edge serve`: a local training service with web pages: login, jobs, live progress and curves, artifacts.
+
+app.py (Starlette app, guards, uvicorn), pages.py (pages and API), auth.py (users, sessions, CSRF, rate
+limits), db.py (SQLite), uploads.py, forms.py, jobs.py (the queue), worker.py (one job in its own process),
+reporter.py (progress into the database). Templates and the CSS/JS ship in this package: nothing from a CDN.
+"""

@@ -1,0 +1,303 @@
+"""The pages and API of the service: jobs (list, new, one job with its live view), runs, downloads.
+
+Every handler here runs behind app.RequireSession; every POST checks the CSRF token first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import anyio
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Route
+
+from mlx_edge.errors import DataError
+from mlx_edge.serve.auth import csrf_ok
+from mlx_edge.serve.db import FINAL
+from mlx_edge.serve.forms import (
+    ADAPT_DEFAULTS,
+    DISTILL_DEFAULTS,
+    KINDS,
+    STUDENTS,
+    TEACHER_NAMES,
+    FormErrors,
+    adapt_params,
+    distill_params,
+    title_of,
+)
+from mlx_edge.serve.jobs import LOG_NAME, RESUMABLE, job_dir, read_result
+from mlx_edge.serve.uploads import save_upload
+
+FILE_FIELDS = {"distill": ("train_file", "dev_file", "test_file"), "adapt": ("data_file",)}
+UPLOAD_KEYS = {"train_file": "train", "dev_file": "dev", "test_file": "test", "data_file": "data"}
+EVENT_INTERVAL_S = 0.5
+LOG_TAIL_BYTES = 200_000
+
+
+def routes() -> list[Route]:
+    return [
+        Route("/", jobs_page),
+        Route("/jobs/new", new_job_page),
+        Route("/jobs", create_job, methods=["POST"]),
+        Route("/jobs/{job_id:int}", job_page),
+        Route("/jobs/{job_id:int}/events", job_events),
+        Route("/jobs/{job_id:int}/cancel", cancel_job, methods=["POST"]),
+        Route("/jobs/{job_id:int}/resume", resume_job, methods=["POST"]),
+        Route("/jobs/{job_id:int}/download", download),
+        Route("/jobs/{job_id:int}/log", job_log),
+        Route("/runs", runs_page),
+        Route("/api/jobs", api_jobs),
+        Route("/api/jobs/{job_id:int}", api_job),
+    ]
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{x:.1%}"
+
+
+def _mb(size) -> str:
+    return "—" if size is None else f"{size / 1e6:.1f} MB"
+
+
+def _when(t) -> str:
+    return "" if not t else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _duration(seconds) -> str:
+    if seconds is None:
+        return "…"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+def _memory(state: dict) -> str:
+    if state.get("peak_rss_mb") is None:
+        return "…"
+    mlx = f" (MLX {state['peak_mlx_mb']:,.0f} MB)" if state.get("peak_mlx_mb") else ""
+    return f"{state['peak_rss_mb']:,.0f} MB resident{mlx}"
+
+
+FILTERS = {
+    "pct": _pct,
+    "mb": _mb,
+    "when": _when,
+    "duration": _duration,
+    "memory": _memory,
+    "millions": lambda n: "—" if n is None else f"{n / 1e6:.2f}M",
+    "basename": lambda p: Path(str(p)).name,
+}
+
+
+def render(request: Request, name: str, status_code: int = 200, **context) -> Response:
+    context = {"user": request.scope.get("user"), "session": request.session, **context}
+    return request.app.state.templates.TemplateResponse(request, name, context, status_code=status_code)
+
+
+def _job_or_404(request: Request) -> dict | None:
+    return request.app.state.db.job(request.path_params["job_id"])
+
+
+async def jobs_page(request: Request) -> Response:
+    jobs = await anyio.to_thread.run_sync(request.app.state.db.jobs)
+    return render(request, "jobs.html", jobs=jobs)
+
+
+async def new_job_page(request: Request) -> Response:
+    kind = request.query_params.get("kind", "distill")
+    kind = kind if kind in KINDS else "distill"
+    return _form(request, kind, {}, {}, 200)
+
+
+def _form(request: Request, kind: str, values: dict, errors: dict, status: int) -> Response:
+    defaults = DISTILL_DEFAULTS if kind == "distill" else ADAPT_DEFAULTS
+    return render(
+        request,
+        "new_job.html",
+        status,
+        kind=kind,
+        values={**defaults, **values},
+        errors=errors,
+        students=STUDENTS,
+        teachers=TEACHER_NAMES,
+        max_upload_mb=request.app.state.max_upload_mb,
+    )
+
+
+async def create_job(request: Request) -> Response:
+    state = request.app.state
+    limit = state.max_upload_mb * 1e6
+    length = request.headers.get("content-length")
+    if length is None or not length.isdigit():
+        return JSONResponse({"error": "the upload needs a Content-Length"}, status_code=411)
+    if int(length) > 3 * limit + 1e6:  # three files at most, each checked again below
+        return JSONResponse({"error": f"the upload is over {state.max_upload_mb:g} MB per file"}, status_code=413)
+    async with request.form(max_files=3, max_fields=50) as form:
+        if not csrf_ok(request.session, form.get("csrf_token")):
+            return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)
+        kind = form.get("kind") if form.get("kind") in KINDS else "distill"
+        values = {k: v for k, v in form.items() if isinstance(v, str)}
+        files = {
+            field: item
+            for field in FILE_FIELDS[kind]
+            if isinstance(item := form.get(field), UploadFile) and (item.filename or item.size)
+        }
+        try:
+            names = {field: item.filename or "upload" for field, item in files.items()}
+            make = distill_params if kind == "distill" else adapt_params
+            params = make(values, names)
+            if kind == "distill" and params["data"] == "todo":
+                files = {}  # the shipped data: files chosen before switching are not used
+            uploads = {}
+            for field, item in files.items():
+                content = await item.read()
+                saved = await anyio.to_thread.run_sync(
+                    lambda c=content, n=names[field]: save_upload(
+                        state.db,
+                        state.workdir,
+                        user_id=request.scope["user"]["id"],
+                        name=n,
+                        content=c,
+                        limit_mb=state.max_upload_mb,
+                    )
+                )
+                uploads[UPLOAD_KEYS[field]] = str(saved.path)
+        except FormErrors as exc:
+            return _form(request, kind, values, exc.errors, 400)
+        except DataError as exc:
+            return _form(request, kind, values, {"upload": str(exc)}, 400)
+    params["uploads"] = uploads
+    job_id = state.db.add_job(
+        user_id=request.scope["user"]["id"],
+        kind=kind,
+        title=title_of(kind, params, names, values.get("title", "")),
+        params=params,
+    )
+    state.runner.wake()
+    return RedirectResponse(f"/jobs/{job_id}", status_code=303)
+
+
+def job_state(request: Request, job: dict) -> dict:
+    """What the live view shows (the API and the event stream send the same)."""
+    now = time.time()
+    elapsed = ((job["finished"] or now) - job["started"]) if job["started"] else None
+    keys = ("id", "title", "kind", "status", "stage", "stages", "progress", "detail", "device", "speed")
+    state = {k: job[k] for k in keys}
+    return state | {
+        "peak_rss_mb": job["peak_rss_mb"],
+        "peak_mlx_mb": job["peak_mlx_mb"],
+        "error": job["error"],
+        "attempt": job["attempt"],
+        "elapsed_s": elapsed,
+        "final": job["status"] in FINAL,
+        "resumable": job["status"] in RESUMABLE,
+    }
+
+
+async def job_page(request: Request) -> Response:
+    job = await anyio.to_thread.run_sync(_job_or_404, request)
+    if job is None:
+        return render(request, "missing.html", 404)
+    result = read_result(request.app.state.workdir, job["id"]) if job["status"] == "done" else None
+    return render(request, "job.html", job=job, state=job_state(request, job), result=result)
+
+
+async def api_job(request: Request) -> Response:
+    job = await anyio.to_thread.run_sync(_job_or_404, request)
+    if job is None:
+        return JSONResponse({"error": "no such job"}, status_code=404)
+    after = request.query_params.get("after", "0")
+    after = int(after) if after.isdigit() else 0
+    metrics = await anyio.to_thread.run_sync(request.app.state.db.metrics, job["id"], after)
+    return JSONResponse({**job_state(request, job), "params": job["params"], "metrics": metrics})
+
+
+async def api_jobs(request: Request) -> Response:
+    jobs = await anyio.to_thread.run_sync(request.app.state.db.jobs)
+    return JSONResponse([job_state(request, job) for job in jobs])
+
+
+async def job_events(request: Request) -> Response:
+    """Server-sent events: the job's state and its new metrics every half second, until it is final."""
+    db = request.app.state.db
+    job_id = request.path_params["job_id"]
+    last = request.headers.get("last-event-id", "0")
+    after = int(last) if last.isdigit() else 0
+
+    async def stream():
+        nonlocal after
+        while True:
+            job = await anyio.to_thread.run_sync(db.job, job_id)
+            if job is None:
+                return
+            metrics = await anyio.to_thread.run_sync(db.metrics, job_id, after)
+            after = metrics[-1]["id"] if metrics else after
+            payload = json.dumps({**job_state(request, job), "metrics": metrics})
+            yield f"id: {after}\ndata: {payload}\n\n"
+            if job["status"] in FINAL or await request.is_disconnected():
+                return
+            await asyncio.sleep(EVENT_INTERVAL_S)
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers={"x-accel-buffering": "no"})
+
+
+async def _post(request: Request) -> bool:
+    form = await request.form()
+    return csrf_ok(request.session, form.get("csrf_token") or request.headers.get("x-csrf-token"))
+
+
+async def cancel_job(request: Request) -> Response:
+    if not await _post(request):
+        return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)
+    job_id = request.path_params["job_id"]
+    await anyio.to_thread.run_sync(request.app.state.runner.cancel, job_id)
+    return RedirectResponse(f"/jobs/{job_id}", status_code=303)
+
+
+async def resume_job(request: Request) -> Response:
+    if not await _post(request):
+        return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)
+    job_id = request.path_params["job_id"]
+    await anyio.to_thread.run_sync(request.app.state.runner.resume, job_id)
+    return RedirectResponse(f"/jobs/{job_id}", status_code=303)
+
+
+async def download(request: Request) -> Response:
+    job = await anyio.to_thread.run_sync(_job_or_404, request)
+    result = read_result(request.app.state.workdir, job["id"]) if job and job["status"] == "done" else None
+    if result is None:
+        return JSONResponse({"error": "nothing to download: the job has not finished"}, status_code=404)
+    path = job_dir(request.app.state.workdir, job["id"]) / result["download"]
+    return FileResponse(path, filename=f"mlx-edge-job{job['id']}-{result['download']}", media_type="application/zip")
+
+
+async def job_log(request: Request) -> Response:
+    job = await anyio.to_thread.run_sync(_job_or_404, request)
+    path = job_dir(request.app.state.workdir, job["id"]) / LOG_NAME if job else None
+    if path is None or not path.is_file():
+        return PlainTextResponse("no log yet\n", status_code=404 if job is None else 200)
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - LOG_TAIL_BYTES))
+        return PlainTextResponse(f.read().decode("utf-8", errors="replace"))
+
+
+async def runs_page(request: Request) -> Response:
+    db, workdir = request.app.state.db, request.app.state.workdir
+    jobs = await anyio.to_thread.run_sync(db.jobs, "done")
+    runs = []
+    for job in reversed(jobs):
+        result = read_result(workdir, job["id"])
+        if result is not None and result["kind"] == "distill":
+            runs.append({"job": job, "report": result["report"]})
+    return render(request, "runs.html", runs=runs)
