@@ -5,7 +5,8 @@ student distilled with `--quantize` already holds codes, scales and whole-number
 (models/quantized.py), so the export writes those as they are: after conversion, each const whose
 name is a quantized weight's (`bert_encoder_layer_0_attention_self_query_weight`, `_to_fp16` in an
 fp16 program) becomes constexpr_blockwise_shift_scale(data = codes as uint4/uint8, scale = the
-student's scales in the const's dtype, offset = the offsets as uint4/uint8). Its output,
+student's scales in the const's dtype, offset = the offsets as uint4/uint8; a weight whose offsets
+are all the midpoint, as int8 training makes them, as signed codes - midpoint with no offset). Its output,
 scale * (data - offset), is the student's dequantized weight: bit for bit in an fp32 program, and
 that weight rounded once to fp16 in an fp16 program (the scales are fp16 numbers, so nothing else
 rounds). Every other const stays as converted.
@@ -83,13 +84,14 @@ def _graph_pass(codes: dict[str, BlockCodes]):
                     f"{np.dtype(dtype).name} program would round them",
                     "export with --precision fp32, or quantize the student with `mlx-edge distill --quantize`",
                 )
-            kind = types.nptype_from_builtin(types.uint4 if code.bits == 4 else types.uint8)
+            if code.symmetric:  # signed codes, no offset: the form coremltools' symmetric mode writes
+                kind = types.nptype_from_builtin(types.int4 if code.bits == 4 else types.int8)
+                data, offset = (code.codes.astype(np.int16) - 2 ** (code.bits - 1)).astype(kind), None
+            else:
+                kind = types.nptype_from_builtin(types.uint4 if code.bits == 4 else types.uint8)
+                data, offset = code.codes.astype(kind), code.offsets.astype(kind)
             new = mb.constexpr_blockwise_shift_scale(
-                data=code.codes.astype(kind),
-                scale=scales,
-                offset=code.offsets.astype(kind),
-                before_op=op,
-                name=op.name + "_quantized",
+                data=data, scale=scales, offset=offset, before_op=op, name=op.name + "_quantized"
             )
             op.enclosing_block.replace_uses_of_var_after_op(
                 anchor_op=op, old_var=op.outputs[0], new_var=new, no_check_var_types=True

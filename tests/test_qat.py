@@ -184,6 +184,11 @@ def test_program_holds_the_students_codes_and_computes_the_quantized_student(roo
     assert results["weights.encoder"]["figures"]["student_codes"] == 15
     assert results["weights.encoder"]["figures"]["max_abs_diff_codes"] == 0.0
     program = load_program(bundle / "Encoder.mlpackage")
+    ops = [o for o in program.functions["main"].operations if o.op_type == "constexpr_blockwise_shift_scale"]
+    # int8 trains on the symmetric grid: signed codes and no offset; int4 keeps each block's offset
+    assert {(o.offset is None, o.data.val.dtype.name) for o in ops} == (
+        {(True, "int8")} if bits == "int8" else {(False, "uint8")}  # uint4 reads back as uint8
+    )
     student = load_model(_students(root)[bits])
     assert isinstance(student.bert.encoder.layer[0].intermediate.dense, nn.QuantizedLinear)
     for ids, mask in encode(load_tokenizer(bundle), TEXTS, _seq()):
@@ -220,12 +225,13 @@ def test_a_flipped_code_in_weight_bin_is_caught_by_check(root, tmp_path):
 
     bundle = Path(shutil.copytree(_bundle(root, "int8", "fp32"), tmp_path / "bundle"))
     layer = load_model(_students(root)["int8"]).bert.encoder.layer[0].intermediate.dense
-    codes = unpack(np.array(layer.weight), 8)  # uint8 codes are stored one per byte, as they are
+    # int8 codes are stored one per byte, as signed codes - 128 (the symmetric grid has no offset)
+    codes = (unpack(np.array(layer.weight), 8).astype(np.int16) - 128).astype(np.int8)
     blob = bundle / WEIGHT_BLOB
     data = bytearray(blob.read_bytes())
     at = bytes(data).find(codes.tobytes())
     assert at > 0
-    data[at : at + 64] = (255 - codes.reshape(-1)[:64]).tobytes()
+    data[at : at + 64] = (-codes.reshape(-1)[:64]).tobytes()
     blob.write_bytes(bytes(data))
     manifest = json.loads((bundle / "manifest.json").read_text())  # resealed: the numbers must tell
     manifest["files"][WEIGHT_BLOB] = {"sha256": sha256_file(blob), "bytes": blob.stat().st_size}

@@ -2,9 +2,11 @@
 
 `fake_quantize` puts a weight on the grid MLX's affine group quantization stores (w = scale * q + bias
 per group of `group_size` input weights, q in [0, 2^bits - 1]) and that CoreML's block-wise op holds
-exactly (models/quantized.py): per group, the range [min(w, 0), max(w, 0)] in 2^bits - 1 steps (the
-grid coremltools' "linear" mode picks), the scale rounded to an fp16 number (an fp16 program stores
-it as it is), the offset a whole number of steps (bias = -offset * scale). The forward pass sees
+exactly (models/quantized.py): per group, int4 spans the range [min(w, 0), max(w, 0)] in 2^bits - 1
+steps (the grid of coremltools' "linear" mode), int8 spans +-max|w| in 127 steps either side of the
+midpoint code 128 (its "linear_symmetric" grid: no offset to store); the scale rounded to an fp16
+number (an fp16 program stores it as it is), the offset a whole number of steps (bias = -offset *
+scale). The forward pass sees
 those values; the backward pass is the straight-through estimator (the gradient reaches the float
 weight as if unquantized), so the float weights move until their quantized selves fit the teacher.
 
@@ -28,7 +30,9 @@ from mlx_edge.errors import DistillError
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification
 from mlx_edge.models.quantized import GROUP_SIZES, MODE, QuantSpec, pack, quantize_layers
 
-FORMATS = {"int8": 8, "int4": 4}  # --quantize: bits
+# --quantize: bits, and the grid. int8 is symmetric (its offset would cost 8 bits per block for
+# nothing: 255 steps are fine either way); int4 takes each group's own range, 16 steps are few.
+FORMATS = {"int8": (8, True), "int4": (4, False)}
 SMALLEST_SCALE = 2.0**-24  # the smallest fp16 step: an all-zero group still divides by something
 
 
@@ -40,7 +44,8 @@ def spec_for(quantize: str, block_size: int) -> QuantSpec:
             f"--block-size {block_size} is not a group size MLX quantizes with",
             f"use {', '.join(map(str, GROUP_SIZES))} (and the same --block-size at export)",
         )
-    return QuantSpec(FORMATS[quantize], block_size)
+    bits, symmetric = FORMATS[quantize]
+    return QuantSpec(bits, block_size, symmetric)
 
 
 def student_spec(quantize: str | None, block_size: int, config: BertConfig, continuing: bool) -> QuantSpec | None:
@@ -63,12 +68,15 @@ def grid(w: mx.array, spec: QuantSpec) -> tuple[mx.array, mx.array]:
     """Per group of `w` (rows, cols): (scales, offsets), both (rows, cols / group_size), float32.
     Scales are fp16 numbers; offsets whole numbers in [0, 2^bits - 1]."""
     groups = w.reshape(w.shape[0], -1, spec.group_size)
-    lo = mx.minimum(groups.min(axis=-1), 0.0)
-    hi = mx.maximum(groups.max(axis=-1), 0.0)
-    scales = ((hi - lo) / spec.levels).astype(mx.float16).astype(mx.float32)
-    scales = mx.maximum(scales, SMALLEST_SCALE)
-    offsets = mx.clip(mx.round(-lo / scales), 0, spec.levels)
-    return scales, offsets
+    if spec.symmetric:  # +-(2^(bits-1) - 1) steps around the midpoint code
+        scales = mx.abs(groups).max(axis=-1) / (spec.midpoint - 1)
+    else:
+        lo = mx.minimum(groups.min(axis=-1), 0.0)
+        scales = (mx.maximum(groups.max(axis=-1), 0.0) - lo) / spec.levels
+    scales = mx.maximum(scales.astype(mx.float16).astype(mx.float32), SMALLEST_SCALE)
+    if spec.symmetric:
+        return scales, mx.full(scales.shape, spec.midpoint, mx.float32)
+    return scales, mx.clip(mx.round(-lo / scales), 0, spec.levels)
 
 
 def codes(w: mx.array, scales: mx.array, offsets: mx.array, spec: QuantSpec) -> mx.array:

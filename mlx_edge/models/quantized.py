@@ -29,10 +29,17 @@ MODE = "affine"
 class QuantSpec:
     bits: int
     group_size: int
+    # The grid training picks: symmetric (offset 2^(bits-1) in every group, stored with no offset
+    # at all) or each group's own range. Not stored: the codes and offsets say which it was.
+    symmetric: bool = False
 
     @property
     def levels(self) -> int:
         return 2**self.bits - 1  # the largest code
+
+    @property
+    def midpoint(self) -> int:
+        return 2 ** (self.bits - 1)
 
     def to_dict(self) -> dict:
         return {"bits": self.bits, "group_size": self.group_size, "mode": MODE}
@@ -57,6 +64,11 @@ class BlockCodes:
     scales: np.ndarray  # float32 (rows, cols / group_size)
     offsets: np.ndarray  # uint8, same shape as scales
     bits: int
+
+    @property
+    def symmetric(self) -> bool:
+        """Every offset the midpoint: the op can take signed codes (codes - midpoint) and no offset."""
+        return bool((self.offsets == 2 ** (self.bits - 1)).all())
 
     def dequantize(self) -> np.ndarray:
         group = self.codes.shape[1] // self.scales.shape[1]
