@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from mlx_edge.augment.adapt import adapt
 from mlx_edge.augment.adapt_data import Pair, build_pairs, fit
 from mlx_edge.cli import main
-from mlx_edge.errors import ConfigError
+from mlx_edge.errors import ConfigError, DataError, DataWarning
 from mlx_edge.settings import ADAPT
 from tests.helpers.cli import assert_one_line_error
 from tests.helpers.llm import build_tiny_llm
@@ -190,6 +190,10 @@ def test_adapt_input_mistakes_are_one_line(tiny_llm, rows_file, tmp_path):
     assert_one_line_error(result, "too few rows", "at least two per class")
     assert result.exit_code == 3
     assert_one_line_error(run("--batch-size", 64), "too few rows")
+    lonely = write_jsonl(tmp_path / "lonely.jsonl", [*ROWS[:4], ROWS[4]])
+    with pytest.warns(DataWarning, match="class 'health' has a single example"):
+        with pytest.raises(DataError, match="too few rows"):
+            adapt(model=tiny_llm, data=lonely, out=tmp_path / "a", batch_size=64)
     assert not (tmp_path / "a").exists()
 
 

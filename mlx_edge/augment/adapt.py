@@ -97,14 +97,15 @@ def adapt(
         raise OutputError(f"{out} already exists", "pass --force to replace it, or choose another --out")
     rows = read_labeled(data, text_column=text_column, label_column=label_column)
     train_rows, val_rows = _hold_out(rows, seed)
-    epoch_pairs = [_pairs(train_rows, train_rows, seed, epoch) for epoch in range(epochs)]
-    _check_enough(epoch_pairs[0], batch_size, data, len(rows))
-    _warn_left_out(train_rows, epoch_pairs[0])
+    # every epoch's pairs in one set (new shots and groupings each epoch); mlx-lm shuffles its batches
+    pairs = [p for epoch in range(epochs) for p in _pairs(train_rows, train_rows, seed, epoch)]
+    _warn_left_out(train_rows, pairs)
+    _check_enough(pairs, batch_size, data, len(rows))
 
     base = base_identity(model, progress=progress)
     llm, tokenizer = load_llm(model)
     length = _length(tokenizer)
-    train_pairs, dropped = fit([p for pairs in epoch_pairs for p in pairs], length, max_seq_length)
+    train_pairs, dropped = fit(pairs, length, max_seq_length)
     val_pairs, _ = fit(_pairs(val_rows, train_rows, seed, -1), length, max_seq_length)
     _check_enough(train_pairs, batch_size, data, len(rows), max_seq_length)
 
@@ -164,7 +165,8 @@ def _check_enough(pairs: list[Pair], batch_size: int, data: Path, rows: int, max
             "raise --max-seq-length, or lower --batch-size",
         )
     raise DataError(
-        f"{data} has too few rows to adapt on ({rows} rows make {len(pairs)} prompts; a batch needs {batch_size})",
+        f"{data} has too few rows to adapt on ({rows} rows make {len(pairs)} prompts over all epochs; "
+        f"a batch needs {batch_size})",
         "add examples (at least two per class), or lower --batch-size",
     )
 

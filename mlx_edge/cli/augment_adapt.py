@@ -125,7 +125,8 @@ def format_result(result) -> str:
     lines = [
         f"adapter written to {result.out}: {result.steps} steps over {result.pairs} prompts from "
         f"{result.examples} rows in {result.seconds:.0f} s",
-        f"training loss {first:.3f} -> {last:.3f} (mean of the first and last {k} steps)",
+        f"training loss {first:.3f} -> {last:.3f} "
+        + (f"(step 1 -> step {result.steps})" if k == 1 else f"(mean of the first and last {k} steps)"),
     ]
     if result.validation_loss is not None:
         before, after = result.validation_loss
