@@ -11,14 +11,15 @@ from mlx_edge.distill.student import PRESETS
 from mlx_edge.models.builtin import BUILTIN_TEACHERS, PACKAGED_TEACHERS
 from mlx_edge.models.builtin_llm import BUILTIN_LLMS
 from mlx_edge.runtime.devices import DEVICE_CHOICES
-from mlx_edge.settings import DEMO_TEACHER
+from mlx_edge.settings import ADAPT, DEMO_TEACHER
 
 KINDS = ("distill", "adapt")
 STUDENTS = (*PRESETS, "half")
 TEACHER_NAMES = (*BUILTIN_TEACHERS, *PACKAGED_TEACHERS)
 DEFAULT_LLM = next(iter(BUILTIN_LLMS))
 
-# What a new form shows (the demo's settings: mlx_edge/demo.py), and the adapt job's (mlx_edge/augment/adapt.py).
+# What a new form shows: the demo's recipe (mlx_edge/demo.py; importing it here would pull torch into the
+# server, so tests/test_serve_forms.py keeps the two equal), and `augment adapt`'s own defaults.
 DISTILL_DEFAULTS = {
     "data": "todo",
     "limit": "",
@@ -27,19 +28,15 @@ DISTILL_DEFAULTS = {
     "teacher_epochs": "3",
     "distill_epochs": "10",
     "max_length": "64",
-    "teacher_lr": "5e-5",
-    "student_lr": "2e-4",
+    "teacher_lr": "5e-05",
+    "student_lr": "0.0002",
     "augment_per_class": "20",
     "augment_llm": DEFAULT_LLM,
     "device": "auto",
 }
 ADAPT_DEFAULTS = {
     "model": DEFAULT_LLM,
-    "rank": "8",
-    "epochs": "3",
-    "batch_size": "2",
-    "learning_rate": "1e-4",
-    "max_seq_length": "256",
+    **{k: str(v) for k, v in ADAPT.kwargs("rank", "epochs", "batch_size", "learning_rate", "max_seq_length").items()},
 }
 
 
@@ -117,7 +114,7 @@ def adapt_params(form: Mapping[str, str], files: Mapping[str, str]) -> dict:
         "epochs": r.number("epochs", int, 1, 100),
         "batch_size": r.number("batch_size", int, 1, 256),
         "learning_rate": r.number("learning_rate", float, 1e-8, 1.0),
-        "max_seq_length": r.number("max_seq_length", int, 16, 8192),
+        "max_seq_length": r.number("max_seq_length", int, 32, 8192),
     }
     if r.errors:
         raise FormErrors(r.errors)

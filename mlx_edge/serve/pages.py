@@ -68,7 +68,9 @@ def _pct(x) -> str:
 
 
 def _mb(size) -> str:
-    return "—" if size is None else f"{size / 1e6:.1f} MB"
+    if size is None:
+        return "—"
+    return f"{size / 1e6:.1f} MB" if size >= 1e5 else f"{size / 1e3:.1f} kB"
 
 
 def _when(t) -> str:
@@ -177,7 +179,8 @@ async def create_job(request: Request) -> Response:
             return _form(request, kind, values, exc.errors, 400)
         except DataError as exc:
             return _form(request, kind, values, {"upload": str(exc)}, 400)
-    params["uploads"] = uploads
+    params["uploads"] = uploads  # where the worker reads them; "files": what the user called them
+    params["files"] = {UPLOAD_KEYS[field]: names[field] for field in files}
     job_id = state.db.add_job(
         user_id=request.scope["user"]["id"],
         kind=kind,

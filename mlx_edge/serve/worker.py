@@ -138,6 +138,13 @@ def zip_directory(source: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
+def _named(message: str, params: dict) -> str:
+    """An error about an uploaded file names it as the user did, not by its stored name."""
+    for key, path in params.get("uploads", {}).items():
+        message = message.replace(path, f"{params.get('files', {}).get(key, 'the upload')} ({key} file)")
+    return message
+
+
 def _exit_with_parent(server_pid: int) -> None:
     """A thread that ends this process when the server that started it is gone (killed or crashed)."""
 
@@ -168,8 +175,9 @@ def main(argv: list[str]) -> int:
             run = run_distill_job if spec["kind"] == "distill" else run_adapt_job
             result = run(spec, directory, db)
         except MlxEdgeError as error:  # the user's to fix: one line, as the CLI would print it
-            atomic_write_text(directory / ERROR_NAME, f"{error}\n")
-            print(f"Error: {error}", file=sys.stderr)
+            message = _named(str(error), spec["params"])
+            atomic_write_text(directory / ERROR_NAME, f"{message}\n")
+            print(f"Error: {message}", file=sys.stderr)
             return 2
         except Exception as error:
             traceback.print_exc()

@@ -26,7 +26,7 @@
       const [stage, name] = key.split("|");
       if (HIDDEN.has(name)) continue;
       let title, label;
-      if (PER_EPOCH.has(name)) [title, label] = ["Dev accuracy per epoch", stage];
+      if (PER_EPOCH.has(name)) [title, label] = ["Dev accuracy per epoch", stage === "distill" ? "student" : stage];
       else if (name === "tokens/s") [title, label] = [stage + ": tokens/s per step", name];
       else [title, label] = [stage + ": loss per step", name];
       if (!out.has(title)) out.set(title, []);
@@ -72,7 +72,8 @@
       plot.appendChild(svg("text", { x: L - 6, y: Y(y) + 4, class: "tick", "text-anchor": "end" }, fmt(y)));
     }
     for (const x of [x0, (x0 + x1) / 2, x1]) {
-      plot.appendChild(svg("text", { x: X(x), y: H - 10, class: "tick", "text-anchor": "middle" }, fmt(x)));
+      const label = x1 - x0 >= 4 ? String(Math.round(x)) : fmt(x); // steps and epochs are whole numbers
+      plot.appendChild(svg("text", { x: X(x), y: H - 10, class: "tick", "text-anchor": "middle" }, label));
     }
     lines.forEach((s, i) => {
       const d = s.points.map((p, j) => `${j ? "L" : "M"}${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`).join("");

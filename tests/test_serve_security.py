@@ -1,0 +1,194 @@
+"""The security model of `mlx-edge serve`, route by route: no session → redirect or 401; no CSRF token →
+403; wrong passwords → 429 after five a minute; upload names that are paths refused and nothing written
+outside the workdir; uploads typed by content with the CLI's own messages; loopback only by default;
+no default password. In-process (Starlette's TestClient) except where the command line is the subject."""
+
+from __future__ import annotations
+
+import re
+import stat
+
+import pytest
+from click.testing import CliRunner
+from starlette.routing import Mount
+from starlette.testclient import TestClient
+
+from mlx_edge.cli import main
+from mlx_edge.errors import ServeError
+from mlx_edge.serve.app import check_bind, create_app
+from mlx_edge.serve.auth import add_user, reset_password
+from mlx_edge.serve.db import DB_NAME, Database
+from tests.helpers.browser import csrf_of, free_port
+from tests.helpers.cli import assert_one_line_error
+
+PASSWORD = "a long enough password"
+ROWS = b'{"text": "pay the bill", "label": "finance"}\n{"text": "see the dentist", "label": "health"}\n' * 10
+
+
+@pytest.fixture
+def app(tmp_path):
+    app = create_app(tmp_path / "w", run_jobs=False, max_upload_mb=0.01)
+    add_user(app.state.db, "admin", PASSWORD)
+    return app
+
+
+def logged_in(app) -> tuple[TestClient, str]:
+    client = TestClient(app)
+    token = csrf_of(client.get("/login").text)
+    response = client.post(
+        "/login", data={"csrf_token": token, "username": "admin", "password": PASSWORD}, follow_redirects=False
+    )
+    assert response.status_code == 303
+    return client, csrf_of(client.get("/jobs/new").text)
+
+
+def routes(app) -> list[tuple[str, str]]:
+    """(method, path) of every route but the public two, path parameters filled in."""
+    out = []
+    for route in app.routes:
+        if isinstance(route, Mount) or route.path == "/login":
+            continue
+        for method in sorted(route.methods - {"HEAD"}):
+            out.append((method, re.sub(r"\{[^}]+\}", "1", route.path)))
+    return out
+
+
+def test_every_route_needs_a_session(app):
+    client = TestClient(app)
+    found = routes(app)
+    assert ("GET", "/jobs/1/download") in found and ("GET", "/jobs/1/events") in found and ("POST", "/jobs") in found
+    for method, path in found:
+        response = client.request(method, path, follow_redirects=False)
+        is_page = (
+            method == "GET" and not path.startswith("/api/") and not path.endswith(("/events", "/download", "/log"))
+        )
+        if is_page:
+            assert (response.status_code, response.headers["location"]) == (303, "/login"), (method, path)
+        else:
+            assert response.status_code == 401, (method, path, response.status_code)
+    # a cookie signed with another secret is no session either
+    client.cookies.set("mlx_edge_session", "eyJ1aWQiOiAxfQ==.forged.signature")
+    assert client.get("/api/jobs").status_code == 401
+
+
+def test_every_post_needs_the_csrf_token(app):
+    client, token = logged_in(app)
+    posts = [path for method, path in routes(app) if method == "POST"]
+    assert set(posts) >= {"/jobs", "/jobs/1/cancel", "/jobs/1/resume", "/logout"}
+    for path in posts:
+        for data in ({}, {"csrf_token": "not-the-token"}):
+            response = client.post(path, data=data, follow_redirects=False)
+            assert response.status_code == 403, (path, data, response.status_code)
+    assert client.get("/api/jobs").status_code == 200  # still logged in: the refused logout did nothing
+    # the login form has its token too
+    fresh = TestClient(app)
+    fresh.get("/login")
+    refused = fresh.post("/login", data={"username": "admin", "password": PASSWORD}, follow_redirects=False)
+    assert refused.status_code == 403
+
+
+def test_session_cookie_flags_secret_and_hash(app, tmp_path):
+    client = TestClient(app)
+    cookie = client.get("/login").headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie
+    assert stat.S_IMODE((tmp_path / "w" / "secret.key").stat().st_mode) == 0o600
+    user = Database(tmp_path / "w" / DB_NAME).user(name="admin")
+    assert user["hash"].startswith("$argon2id$") and PASSWORD not in user["hash"]
+    headers = client.get("/login").headers
+    assert headers["x-frame-options"] == "DENY" and "script-src 'self'" in headers["content-security-policy"]
+
+
+def test_wrong_passwords_are_rate_limited(app):
+    client = TestClient(app)
+    token = csrf_of(client.get("/login").text)
+    for _ in range(5):
+        wrong = client.post("/login", data={"csrf_token": token, "username": "admin", "password": "guess"})
+        assert wrong.status_code == 401 and "wrong user name or password" in wrong.text
+    blocked = client.post("/login", data={"csrf_token": token, "username": "admin", "password": PASSWORD})
+    assert blocked.status_code == 429 and "too many failed logins" in blocked.text  # even the right one, for now
+    # per user too: another client address gets no further with this user name
+    other = TestClient(app, client=("10.0.0.9", 5000))
+    token = csrf_of(other.get("/login").text)
+    assert (
+        other.post("/login", data={"csrf_token": token, "username": "admin", "password": PASSWORD}).status_code == 429
+    )
+
+
+def test_a_new_password_ends_open_sessions(app):
+    client, _ = logged_in(app)
+    assert client.get("/api/jobs").status_code == 200
+    reset_password(app.state.db, "admin", "another long password")
+    assert client.get("/api/jobs").status_code == 401
+
+
+def upload(client, token, name: str, content: bytes):
+    form = {"csrf_token": token, "kind": "distill", "data": "upload", "teacher": "multilingual-e5-small"}
+    return client.post("/jobs", data=form, files={"train_file": (name, content)}, follow_redirects=False)
+
+
+def test_upload_names_that_are_paths_are_refused(app, tmp_path):
+    client, token = logged_in(app)
+    before = sorted(p for p in tmp_path.rglob("*"))
+    for name in ("../../x.jsonl", "..\\..\\x.jsonl", "a/b.jsonl", "..", "/etc/passwd"):
+        response = upload(client, token, name, ROWS)
+        assert response.status_code == 400, name
+        assert "is not a plain file name" in response.text, name
+    assert sorted(p for p in tmp_path.rglob("*")) == before  # nothing written anywhere
+    assert app.state.db.jobs() == []
+
+
+def test_uploads_are_typed_by_content_and_get_the_cli_messages(app, tmp_path):
+    client, token = logged_in(app)
+    ok = upload(client, token, "rows.csv", ROWS)  # JSON lines under a .csv name: read as what they are
+    assert ok.status_code == 303, ok.text
+    (job,) = app.state.db.jobs()
+    (stored,) = job["params"]["uploads"].values()
+    assert re.fullmatch(r"[0-9a-f]{32}\.jsonl", stored.rsplit("/", 1)[1]) and stored.startswith(str(tmp_path / "w"))
+
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"text,label\npay the bill,finance\nsee, the dentist,health\n")
+    cli = CliRunner().invoke(main, ["data", str(bad)])
+    assert cli.exit_code == 3
+    cli_line = cli.output.strip().splitlines()[-1].removeprefix("Error: ").replace(str(bad), "bad.csv")
+    page = upload(client, token, "bad.csv", bad.read_bytes())
+    assert page.status_code == 400
+    shown = re.search(r'id="form-error">([^<]+)<', page.text).group(1)
+    assert shown.replace("&#34;", '"').replace("&#39;", "'") == cli_line
+
+    too_big = upload(client, token, "big.jsonl", ROWS * 100)  # the app's limit here is 0.01 MB
+    assert too_big.status_code == 400 and "over the upload limit of 0.01 MB" in too_big.text
+    binary = upload(client, token, "rows.jsonl", b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+    assert binary.status_code == 400 and "not a text file" in binary.text
+    assert len(app.state.db.jobs()) == 1 and len(list((tmp_path / "w" / "uploads").iterdir())) == 1
+
+
+def test_loopback_by_default_and_remote_only_when_told(tmp_path):
+    for host in ("0.0.0.0", "192.168.1.20", "::", "example.com"):
+        with pytest.raises(ServeError, match="--allow-remote"):
+            check_bind(host, 0, allow_remote=False)
+    for host in ("127.0.0.1", "localhost", "::1"):
+        check_bind(host, 0, allow_remote=False)
+    check_bind("0.0.0.0", 0, allow_remote=True)
+    serve_command = next(c for c in main.commands.values() if c.name == "serve")
+    assert next(p for p in serve_command.params if p.name == "host").default == "127.0.0.1"
+    result = CliRunner().invoke(main, ["serve", "--workdir", str(tmp_path / "w"), "--host", "0.0.0.0"])
+    assert_one_line_error(result, "--allow-remote")
+    assert result.exit_code == ServeError.exit_code
+    assert Database(tmp_path / "w" / DB_NAME).user_count() == 0  # refused before any user was made
+    # a host name a browser on another machine would send is refused too (DNS rebinding)
+    app = create_app(tmp_path / "h", run_jobs=False, allowed_hosts=["127.0.0.1", "localhost"])
+    assert TestClient(app, base_url="http://evil.example").get("/login").status_code == 400
+
+
+def test_no_default_password(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLX_EDGE_ADMIN_PASSWORD", raising=False)
+    result = CliRunner().invoke(main, ["serve", "--workdir", str(tmp_path / "w"), "--port", str(free_port())])
+    assert_one_line_error(result, "no password for the first admin")
+    assert result.exit_code == ServeError.exit_code
+    short = tmp_path / "pw"
+    short.write_text("short\n")
+    result = CliRunner().invoke(
+        main, ["serve", "--workdir", str(tmp_path / "w"), "--add-user", "bob", "--password-file", str(short)]
+    )
+    assert_one_line_error(result, "use at least 8")
+    assert Database(tmp_path / "w" / DB_NAME).user_count() == 0
