@@ -220,11 +220,12 @@ def compare_weights(
             problems.append(
                 f"{const} is {state}; the student holds {name} {'as codes' if not is_compressed else 'as floats'}"
             )
-        elif student_codes is not None and is_compressed:
+        elif student_codes is not None:  # its codes or its floats (e.g. the classifier), as they are
             diff = float(np.max(np.abs(value - stored.astype(np.float64)))) if value.size else 0.0
-            worst = max(worst, diff)
+            worst = max(worst, diff) if is_compressed else worst
             if not diff <= (2.0**-24 if precision == "fp16" else 0.0):
-                problems.append(f"{const} differs from the student's codes of {name} (max |Δ| {diff:.3g})")
+                what = "codes" if is_compressed else "weight"
+                problems.append(f"{const} differs from the student's {what} {name} (max |Δ| {diff:.3g})")
         elif quantize != "none" and not is_compressed and ref.ndim >= 2 and ref.size > COMPRESS_THRESHOLD:
             # e.g. a block size that does not divide the weight: coremltools skips it without a word
             problems.append(f"{const} ({'x'.join(map(str, ref.shape))}) is not compressed ({quantize})")

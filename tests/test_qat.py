@@ -245,6 +245,30 @@ def test_a_flipped_code_in_weight_bin_is_caught_by_check(root, tmp_path):
     )
 
 
+def test_check_holds_codes_and_floats_of_a_quantized_student_to_the_student_exactly():
+    from bridges.checks import compare_weights
+
+    rng = np.random.default_rng(0)
+    state = {"bert.pooler.dense.weight": rng.normal(size=(64, 64)), "classifier.weight": rng.normal(size=(6, 400))}
+    state = {k: v.astype(np.float32) for k, v in state.items()}
+    exact = {
+        "bert_pooler_dense_weight_quantized": state["bert.pooler.dense.weight"],
+        "classifier_weight": state["classifier.weight"],  # above the threshold, yet float in the student
+    }
+    kwargs = dict(precision="fp32", quantize="int4-block", student_codes={"bert.pooler.dense.weight"})
+    assert compare_weights(exact, state, **kwargs)[0] == []
+    nudged = {**exact, "classifier_weight": exact["classifier_weight"] + np.float32(1e-6)}
+    assert "classifier_weight differs from the student's weight" in compare_weights(nudged, state, **kwargs)[0][0]
+    floats = {
+        "bert_pooler_dense_weight": state["bert.pooler.dense.weight"],
+        "classifier_weight": exact["classifier_weight"],
+    }
+    problems = compare_weights(floats, state, **kwargs)[0]
+    assert problems == [
+        "bert_pooler_dense_weight is not compressed; the student holds bert.pooler.dense.weight as codes"
+    ]
+
+
 @pytest.mark.parametrize(
     "options, fragments",
     [
