@@ -99,6 +99,7 @@ FILTERS = {
     "memory": _memory,
     "millions": lambda n: "—" if n is None else f"{n / 1e6:.2f}M",
     "basename": lambda p: Path(str(p)).name,
+    "plain": lambda v: "—" if v is None else ", ".join(f"{k}: {x}" for k, x in v.items()) if isinstance(v, dict) else v,
 }
 
 

@@ -115,24 +115,33 @@ def todo_rows(split: str, n: int) -> list[str]:
     return todo_split(split).read_text(encoding="utf-8").splitlines()[:n]
 
 
-def build_todo_teacher(directory: Path, *, vocab_size: int = 1500) -> Path:
-    """A bare random tiny BERT (as a pretrained checkpoint would be) whose WordPiece vocabulary is learned
-    on the to-do training texts, so a short fine-tuning learns something."""
+def build_todo_teacher(directory: Path, *, min_count: int = 3) -> Path:
+    """A bare random tiny BERT (as a pretrained checkpoint would be) whose WordPiece vocabulary covers the
+    to-do training texts, so a short fine-tuning learns something. The vocabulary is made here, sorted
+    (every character, alone and as "##" suffix, and each word seen `min_count` times): the tokenizers
+    trainer breaks frequency ties in a different order from one process to the next."""
+    from collections import Counter
+
     import torch
-    from tokenizers import BertWordPieceTokenizer
+    from tokenizers import normalizers, pre_tokenizers
     from transformers import BertModel, BertTokenizerFast
 
     from tests.helpers.tiny import tiny_bert_config
 
     directory.mkdir(parents=True, exist_ok=True)
-    texts = [json.loads(line)["text"] for line in todo_rows("train", 3000)]
-    trainer = BertWordPieceTokenizer(lowercase=True)
-    trainer.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2)
-    trainer.save_model(str(directory))
+    normalize, split = normalizers.BertNormalizer(lowercase=True), pre_tokenizers.BertPreTokenizer()
+    words = Counter(
+        word
+        for line in todo_rows("train", 3000)
+        for word, _ in split.pre_tokenize_str(normalize.normalize_str(json.loads(line)["text"]))
+    )
+    chars = sorted({c for word in words for c in word})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *(f"##{c}" for c in chars)]
+    vocab += sorted(w for w, n in words.items() if n >= min_count and len(w) > 1)
+    (directory / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     BertTokenizerFast(vocab=str(directory / "vocab.txt"), do_lower_case=True).save_pretrained(directory)
-    vocab = sum(1 for _ in open(directory / "vocab.txt", encoding="utf-8"))
     torch.manual_seed(0)
-    BertModel(tiny_bert_config(vocab)).save_pretrained(directory)
+    BertModel(tiny_bert_config(len(vocab))).save_pretrained(directory)
     return directory
 
 
