@@ -69,6 +69,10 @@ def test_upload_jobs_read_the_uploads_and_augment_needs_a_dev_file(tmp_path):
     params = distill_params({**DISTILL_DEFAULTS, "data": "upload"}, {"train_file": "t.csv", "dev_file": "d.csv"})
     config = pipeline_config(params, tmp_path, uploads)
     assert (config.train, config.dev, config.test) == (Path(uploads["train"]), Path(uploads["dev"]), None)
+    on = distill_params({**DISTILL_DEFAULTS, "augment": "on", "augment_per_class": "7"}, {})
+    augment = pipeline_config(on, tmp_path, {}).augment
+    assert augment["per_class"] == 7 and augment["llm"] == DISTILL_DEFAULTS["augment_llm"]
+    assert pipeline_config(params, tmp_path, uploads).augment == {}  # off unless asked for
     with pytest.raises(FormErrors, match="augment needs a dev file"):
         distill_params({**DISTILL_DEFAULTS, "data": "upload", "augment": "on"}, {"train_file": "t.csv"})
 

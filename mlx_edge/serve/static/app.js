@@ -3,6 +3,12 @@
 "use strict";
 
 (function () {
+  // The job list: while a job is queued or running, show fresh statuses every few seconds.
+  const list = document.getElementById("jobs");
+  if (list && list.dataset.live === "true") setTimeout(() => location.reload(), 3000);
+})();
+
+(function () {
   const root = document.getElementById("job");
   if (!root) return;
   const id = root.dataset.id;
