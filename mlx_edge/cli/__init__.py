@@ -24,6 +24,7 @@ def main():
       mlx-edge demo                the whole pipeline on the dataset mlx-edge ships
       mlx-edge data train.csv      check a labeled file before training
       mlx-edge run pipeline.toml   your data: teacher → student → checked CoreML bundle
+      mlx-edge serve               the same from a browser: log in, start jobs, watch the curves
     """
 
 
