@@ -192,3 +192,26 @@ def test_no_default_password(tmp_path, monkeypatch):
     )
     assert_one_line_error(result, "use at least 8")
     assert Database(tmp_path / "w" / DB_NAME).user_count() == 0
+
+
+def test_users_from_the_shell(tmp_path):
+    from mlx_edge.serve.auth import authenticate
+
+    workdir, secret = tmp_path / "w", tmp_path / "pw"
+    secret.write_text("bobs long password\n")
+    added = CliRunner().invoke(
+        main, ["serve", "--workdir", str(workdir), "--add-user", "bob", "--password-file", str(secret)]
+    )
+    assert added.exit_code == 0 and "user bob added" in added.output
+    db = Database(workdir / DB_NAME)
+    assert authenticate(db, "bob", "bobs long password") and not authenticate(db, "bob", "bobs long passwor")
+    again = CliRunner().invoke(
+        main, ["serve", "--workdir", str(workdir), "--add-user", "bob", "--password-file", str(secret)]
+    )
+    assert_one_line_error(again, "exists already")
+    secret.write_text("a brand new password\n")
+    args = ["serve", "--workdir", str(workdir), "--reset-password", "bob", "--password-file", str(secret)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    assert authenticate(db, "bob", "a brand new password") and not authenticate(db, "bob", "bobs long password")
+    args[4] = "nobody"
+    assert_one_line_error(CliRunner().invoke(main, args), "there is no user 'nobody'")
