@@ -221,11 +221,11 @@ class _PlainCompletions:
 def _train(llm, tokenizer, train_pairs, val_pairs, settings, staging, on_step, progress) -> AdaptResult:
     """mlx-lm's LoRA training, its reports turned into `on_step` calls and our progress bar."""
     import mlx.core as mx  # lazy: the CLI's --help must not import MLX
-    import mlx.optimizers as optim
-    import numpy as np
-    from mlx_lm.tuner.datasets import CacheDataset
-    from mlx_lm.tuner.trainer import TrainingArgs, evaluate, iterate_batches, train
-    from mlx_lm.tuner.utils import linear_to_lora_layers
+    import mlx.optimizers as optim  # lazy: as above
+    import numpy as np  # lazy: as above
+    from mlx_lm.tuner.datasets import CacheDataset  # lazy: mlx-lm, heavy, only when training
+    from mlx_lm.tuner.trainer import TrainingArgs, evaluate, iterate_batches, train  # lazy: as above
+    from mlx_lm.tuner.utils import linear_to_lora_layers  # lazy: as above
 
     s = settings
     layers = len(llm.layers) if s.num_layers == -1 else min(s.num_layers, len(llm.layers))
