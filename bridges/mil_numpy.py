@@ -313,6 +313,7 @@ OPS: dict[str, Callable] = {
     "real_div": _binary(np.divide),
     "pow": _binary(np.power),
     "maximum": _binary(np.maximum),
+    "clip": lambda x, alpha, beta: np.minimum(np.maximum(_f(x), _f(alpha)), _f(beta)),  # torch.clamp
     "minimum": _binary(np.minimum),
     "select": lambda cond, a, b: np.where(np.asarray(cond, bool), _f(a), _f(b)),
     "greater": _binary(np.greater),

@@ -18,8 +18,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from bridges.static_mirror import StaticMirror, load_static_mirror
 from mlx_edge.errors import ModelError
 from mlx_edge.models.checkpoint import read_float_weights
+from mlx_edge.models.static import MODEL_TYPE as STATIC
 
 # Added to padded positions' attention scores. Not the dtype's minimum (as in MLX): an fp16
 # program casts finfo(float32).min to -inf, and a fully padded row then softmaxes to NaN.
@@ -212,8 +214,13 @@ def _check_names_and_shapes(expected: dict[str, torch.Tensor], weights: dict, so
             )
 
 
-def load_mirror(weights: dict[str, np.ndarray], config, *, source: str | Path = "checkpoint") -> MirrorBert:
-    """A MirrorBert holding `weights` (HF names, as `sanitize` returns them), loaded by name, strictly."""
+def load_mirror(
+    weights: dict[str, np.ndarray], config, *, source: str | Path = "checkpoint"
+) -> MirrorBert | StaticMirror:
+    """A MirrorBert holding `weights` (HF names, as `sanitize` returns them), loaded by name, strictly
+    (a static student's config: its StaticMirror)."""
+    if config.model_type == STATIC:
+        return load_static_mirror(weights, config, source=source)
     model = MirrorBert(config)
     _check_names_and_shapes(model.state_dict(), weights, source)
     model.load_state_dict({k: torch.from_numpy(np.array(v, np.float32)) for k, v in weights.items()}, strict=True)

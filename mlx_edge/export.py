@@ -326,6 +326,7 @@ def _build(
             "hidden_size": config.hidden_size,
             "num_hidden_layers": config.num_hidden_layers,
             "vocab_size": config.vocab_size,
+            **({"kind": "static"} if config.model_type == "static" else {}),  # absent: bert (older bundles)
         },
         "labels": labels,
         "max_length": seq.max,

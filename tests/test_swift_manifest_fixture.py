@@ -1,8 +1,8 @@
 """The Swift package's manifest fixtures still match what the exporter writes.
 
 swift/Tests/MLXEdgeKitTests/Fixtures/bundle/manifest.json (WordPiece, a default lean export),
-bundle_extras/manifest.json (the same with --extras classifier,onnx) and bundle_unigram/manifest.json
-(Unigram) are real exports of tiny students; the Swift tests (BundleManifestTests,
+bundle_extras/manifest.json (the same with --extras classifier,onnx), bundle_unigram/manifest.json
+(Unigram) and bundle_static/manifest.json (a static-embedding student) are real exports of tiny students; the Swift tests (BundleManifestTests,
 BundleExtrasTests, ClassifierBundleTests, UnigramBundleTests) decode, validate and open them. If the exporter's manifest changes shape
 (a key added, renamed or removed), the fixture is stale and these tests fail: regenerate it with
 `.venv/bin/python scripts/make_bundle_manifest_fixture.py` and run the Swift tests
@@ -51,7 +51,7 @@ def key_paths(value, prefix: str = "") -> set[str]:
     return paths
 
 
-@pytest.fixture(scope="module", params=["wordpiece", "unigram", "extras"])
+@pytest.fixture(scope="module", params=["wordpiece", "unigram", "extras", "static"])
 def variant(request) -> str:
     return request.param
 

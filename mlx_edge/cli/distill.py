@@ -16,6 +16,7 @@ from mlx_edge.cli.options import (
     optimizer_options,
     with_columns,
 )
+from mlx_edge.distill.static_settings import STATIC
 from mlx_edge.settings import DISTILL, DistillSettings
 
 
@@ -46,7 +47,16 @@ from mlx_edge.settings import DISTILL, DistillSettings
     "--student",
     default=DISTILL.student,
     show_default=True,
-    help="Preset (tiny, small, small-512, half), a BERT config .json, or a student directory to continue.",
+    help="Preset (tiny, small, small-512, half), a BERT config .json, a student directory to continue, or "
+    "static: a token table from the teacher's embeddings, mean-pooled (model2vec style; its own defaults: "
+    f"--lr {STATIC.learning_rate:g} --epochs {STATIC.epochs} unless given; no layers, so kd/ce losses only).",
+)
+@click.option(
+    "--static-dim",
+    type=click.IntRange(2, 4096),
+    default=STATIC.dim,
+    show_default=True,
+    help="--student static: the table's width (PCA of the teacher's states); the embedding the head takes.",
 )
 @click.option(
     "--init",
@@ -200,6 +210,7 @@ def distill(
     dev_path,
     targets_dir,
     student,
+    static_dim,
     init,
     vocab,
     vocab_extra,
@@ -300,6 +311,10 @@ def distill(
             quiet,
         )
 
+    if student == "static":  # a token table, not a transformer: its own options and defaults
+        from mlx_edge.cli.distill_static import static_runner  # lazy: --help stays instant
+
+        run = static_runner(click.get_current_context())
     report = run(
         teacher=teacher_dir,
         train=train_path,

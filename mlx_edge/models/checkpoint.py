@@ -14,6 +14,7 @@ from mlx_edge.fileio import atomic_write_json, atomic_write_text
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, init_weights, sanitize
 from mlx_edge.models.quantized import QuantSpec, dequantize_weights, quantize_layers, quantized_names
 from mlx_edge.models.safetensors_io import WEIGHTS_NAME, read_weights, write_weights
+from mlx_edge.models.static import StaticConfig, StaticModel, is_static, load_static
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 # A pretrained encoder without a task head (e.g. MiniLM) gets these freshly initialized.
@@ -41,8 +42,9 @@ def read_config(model_dir: Path) -> dict:
     return params
 
 
-def load_config(model_dir: Path) -> BertConfig:
-    return BertConfig.from_dict(read_config(model_dir))
+def load_config(model_dir: Path) -> BertConfig | StaticConfig:
+    params = read_config(model_dir)
+    return StaticConfig.from_dict(params) if is_static(params) else BertConfig.from_dict(params)
 
 
 def load_model(
@@ -52,13 +54,17 @@ def load_model(
     seed: int = 0,
     dtype: mx.Dtype = mx.float32,
     require_head: bool = False,
-) -> BertForSequenceClassification:
-    """Load an HF BERT checkpoint into the MLX BERT, in eval mode.
+) -> BertForSequenceClassification | StaticModel:
+    """Load an HF BERT checkpoint into the MLX BERT, in eval mode (a static student's directory: its
+    StaticModel, models/static.py).
 
     `labels`: the task's labels. A checkpoint with a trained head must have exactly these (in
     order); one without a head (a bare encoder) gets a new head for them, initialized with `seed`.
     """
-    config = load_config(model_dir)
+    params = read_config(model_dir)
+    if is_static(params):  # always has its head: distill writes it whole
+        return load_static(Path(model_dir), params, labels=labels)
+    config = BertConfig.from_dict(params)
     weights = sanitize(read_weights(model_dir))
     has_head = any(k.startswith(HEAD_PREFIXES) for k in weights)
     if require_head and not has_head:

@@ -75,9 +75,14 @@ extension BundleManifest {
     private func validateStudent() throws {
         try BundleManifest.checkSHA256(student.configSHA256, path: "student.config_sha256")
         try BundleManifest.checkSHA256(student.weightsSHA256, path: "student.weights_sha256")
-        for (value, name) in [(student.hiddenSize, "hidden_size"), (student.numHiddenLayers, "num_hidden_layers"),
-                              (student.vocabSize, "vocab_size")] where value < 1 {
+        for (value, name) in [(student.hiddenSize, "hidden_size"), (student.vocabSize, "vocab_size")] where value < 1 {
             throw BundleManifestError.invalidValue(path: "student.\(name)", reason: "\(value) is below 1")
+        }
+        // A static student (a token table, mean-pooled) has no layers; a BERT student at least one.
+        let fewestLayers = student.kind == .static ? 0 : 1
+        guard student.numHiddenLayers >= fewestLayers else {
+            throw BundleManifestError.invalidValue(
+                path: "student.num_hidden_layers", reason: "\(student.numHiddenLayers) is below \(fewestLayers)")
         }
     }
 

@@ -57,6 +57,15 @@ public struct BundleManifest: Codable, Equatable, Sendable {
 
     /// The student checkpoint the bundle was exported from.
     public struct Student: Codable, Equatable, Sendable {
+        /// What the encoder computes; absent in the manifest: a BERT student. The bundle is used the
+        /// same way for either: the encoder's `embedding` feeds the same updatable head.
+        public enum Kind: String, Codable, CaseIterable, Sendable, BundleManifestEnum {
+            /// A BERT-shaped transformer (`num_hidden_layers` ≥ 1).
+            case bert
+            /// A static token table, mean-pooled (`num_hidden_layers` 0): `mlx-edge distill --student static`.
+            case `static`
+        }
+
         public var path: String
         public var configSHA256: String
         public var weightsSHA256: String
@@ -64,14 +73,48 @@ public struct BundleManifest: Codable, Equatable, Sendable {
         public var hiddenSize: Int
         public var numHiddenLayers: Int
         public var vocabSize: Int
+        public var kind: Kind
 
         enum CodingKeys: String, CodingKey {
-            case path
+            case path, kind
             case configSHA256 = "config_sha256"
             case weightsSHA256 = "weights_sha256"
             case hiddenSize = "hidden_size"
             case numHiddenLayers = "num_hidden_layers"
             case vocabSize = "vocab_size"
+        }
+
+        public init(path: String, configSHA256: String, weightsSHA256: String, hiddenSize: Int,
+                    numHiddenLayers: Int, vocabSize: Int, kind: Kind = .bert) {
+            self.path = path
+            self.configSHA256 = configSHA256
+            self.weightsSHA256 = weightsSHA256
+            self.hiddenSize = hiddenSize
+            self.numHiddenLayers = numHiddenLayers
+            self.vocabSize = vocabSize
+            self.kind = kind
+        }
+
+        public init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            path = try c.decode(String.self, forKey: .path)
+            configSHA256 = try c.decode(String.self, forKey: .configSHA256)
+            weightsSHA256 = try c.decode(String.self, forKey: .weightsSHA256)
+            hiddenSize = try c.decode(Int.self, forKey: .hiddenSize)
+            numHiddenLayers = try c.decode(Int.self, forKey: .numHiddenLayers)
+            vocabSize = try c.decode(Int.self, forKey: .vocabSize)
+            kind = try c.decodeIfPresent(Kind.self, forKey: .kind) ?? .bert
+        }
+
+        public func encode(to encoder: Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(path, forKey: .path)
+            try c.encode(configSHA256, forKey: .configSHA256)
+            try c.encode(weightsSHA256, forKey: .weightsSHA256)
+            try c.encode(hiddenSize, forKey: .hiddenSize)
+            try c.encode(numHiddenLayers, forKey: .numHiddenLayers)
+            try c.encode(vocabSize, forKey: .vocabSize)
+            if kind != .bert { try c.encode(kind, forKey: .kind) } // as the exporter writes it
         }
     }
 
