@@ -22,6 +22,7 @@ import numpy as np
 
 from mlx_edge.augment.api import augment as run_augment
 from mlx_edge.augment.report import AugmentResult, format_details
+from mlx_edge.bundle.table import BundleRow, bundle_row, format_rows
 from mlx_edge.check import check_bundle
 from mlx_edge.data import LabelMap, language_of, read_labeled
 from mlx_edge.distill.api import distill as run_distill
@@ -411,6 +412,7 @@ def final_report(
     splits = {"dev": config.dev, "test": config.test}
     scores: dict[str, dict[str, float]] = {}
     by_language: dict[str, dict[str, dict[str, float]]] = {}
+    dev_rows = None
     for split, path in splits.items():
         if path is None:
             continue
@@ -420,8 +422,11 @@ def final_report(
         for who, directory in (("teacher", teacher_dir), ("student", student_dir)):
             probs = predict_texts(directory, data.texts, max_length=max_length, device=config.device)
             labels = LabelMap(list(probs[0]))
-            right = labels.encode([max(p, key=p.get) for p in probs]) == labels.encode(data.labels)
+            predicted = labels.encode([max(p, key=p.get) for p in probs])
+            right = predicted == labels.encode(data.labels)
             scores[split][who] = float(right.mean())
+            if split == "dev" and who == "teacher":
+                dev_rows = (data.texts, labels.encode(data.labels), predicted)
             for language in sorted(set(languages)):
                 entry = by_language[split].setdefault(language, {"examples": int((languages == language).sum())})
                 entry[who] = float(right[languages == language].mean())
@@ -438,6 +443,10 @@ def final_report(
         "size_ratio": distill_report["teacher_parameters"] / distill_report["student_parameters"],
         "speedup": distill_report["speedup"],
         "bundle": {"path": str(bundle_dir), "files": files},
+        # kind x precision -> size, accuracy, agreement, latency (issue 16's table; this bundle's row)
+        "bundle_table": [bundle_row(student_dir, bundle_dir, *dev_rows).to_dict()]
+        if dev_rows is not None and (bundle_dir / "manifest.json").is_file()
+        else [],
         "check": None
         if check_report is None
         else {"ok": check_report.ok, "failed": [r.name for r in check_report.failed]},
@@ -470,6 +479,9 @@ def format_report(report: dict) -> str:
     )
     files = ", ".join(f"{name} ({size / 1e6:.1f} MB)" for name, size in report["bundle"]["files"].items())
     lines.append(f"bundle {report['bundle']['path']}: {files}")
+    if report.get("bundle_table"):
+        lines.append("per sentence on this CPU, batch 1 at the bundle's input length (CoreML's own: on a Mac):")
+        lines.append(format_rows([BundleRow(**row) for row in report["bundle_table"]]))
     if report["check"] is not None:
         verdict = "PASSED" if report["check"]["ok"] else f"FAILED ({', '.join(report['check']['failed'])})"
         lines.append(f"check: {verdict}")

@@ -70,6 +70,10 @@ def test_run_micro_pipeline_then_skip_finished_stages(base_dir, toy_data, tmp_pa
     targets = json.loads((tmp_path / "work" / "targets" / "mlx_edge_manifest.json").read_text())
     assert targets["hidden_layers"] == [2]  # derived from the 1-layer student's mapping to the 2-layer teacher
     assert "check: PASSED" in first.output
+    (row,) = report["bundle_table"]  # this bundle's row: its dev accuracy is the report's own student's
+    assert row["dev_accuracy"] == report["accuracy"]["dev"]["student"] and row["precision"] == "fp16"
+    assert row["bundle_bytes"] == sum(report["bundle"]["files"].values()) and row["mlx_ms"] > 0
+    assert "MLX ms" in first.output and "mirror ms" in first.output
 
     second = CliRunner().invoke(main, ["run", str(config), "--quiet"])
     assert second.exit_code == 0, second.output
