@@ -19,6 +19,7 @@ from bridges.static_mirror import StaticMirror
 from bridges.torch_mirror import load_mirror, read_student_weights, run_mirror
 from mlx_edge.bundle.layout import manifest_problems
 from mlx_edge.cli import main
+from mlx_edge.distill.static_settings import STATIC
 from mlx_edge.distill.static_table import initial_table, pca, sif_weights, with_context
 from mlx_edge.export import export_bundle
 from mlx_edge.models.checkpoint import load_config, load_model
@@ -53,8 +54,15 @@ def test_distill_writes_a_static_student_that_learned_the_toy_task(static_studen
     config = json.loads((out / "config.json").read_text())
     assert config["model_type"] == "static" and config["hidden_size"] == 8
     manifest = json.loads((out / "mlx_edge_manifest.json").read_text())
-    assert manifest["student"] == "static" and manifest["static"] == {"dim": 8, "freeze_table": False, "table_from": "alone"}
+    assert manifest["student"] == "static" and manifest["static"] == {
+        "dim": 8,
+        "freeze_table": False,
+        "table_from": "alone",
+    }
     assert manifest["vocab"]["mode"] == "seen+script" and manifest["vocab"]["kept"] == config["vocab_size"]
+    # the static defaults apply where the command line gave nothing; what it gave wins
+    assert manifest["loop"]["learning_rate"] == STATIC.learning_rate and manifest["loop"]["epochs"] == 6
+    assert manifest["vocab"]["extra"] == STATIC.vocab_extra
     assert (out / "tokenizer.json").is_file() and (out / "vocab.txt").is_file()
     # the toy set is separable by its words: a table of them, mean-pooled, learns it
     assert report["student_dev_accuracy"] >= 0.9 and report["agreement"] >= 0.9

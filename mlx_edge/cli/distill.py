@@ -49,7 +49,8 @@ from mlx_edge.settings import DISTILL, DistillSettings
     show_default=True,
     help="Preset (tiny, small, small-512, half), a BERT config .json, a student directory to continue, or "
     "static: a token table from the teacher's embeddings, mean-pooled (model2vec style; its own defaults: "
-    f"--lr {STATIC.learning_rate:g} --epochs {STATIC.epochs} unless given; no layers, so kd/ce losses only).",
+    f"--vocab-extra {STATIC.vocab_extra} --lr {STATIC.learning_rate:g} --epochs {STATIC.epochs} unless given; "
+    "no layers, so kd/ce losses only).",
 )
 @click.option(
     "--static-dim",

@@ -3,8 +3,9 @@
 `static_runner(ctx)` stands in for `distill.api.distill`, called with the same keyword arguments: it
 refuses every option given on the command line that has nothing to act on in a token table (any
 option not in `APPLIES`, so one added to `distill` later is refused until it is made to work here),
-takes the static student's learning rate and epochs where the command line gave none (a table
-learns at a far higher rate than a transformer), and calls `distill_static`. Imports only click at
+takes the static student's learning rate, epochs and extra pieces where the command line gave none
+(a table learns at a far higher rate than a transformer, and an unseen word is best kept whole, in
+a row the teacher filled), and calls `distill_static`. Imports only click at
 module level.
 """
 
@@ -65,8 +66,11 @@ def static_runner(ctx: click.Context):
     def run(*, loop, freeze_embeddings, **kwargs):
         defaults = {"learning_rate": STATIC.learning_rate, "epochs": STATIC.epochs}
         changes = {field: value for field, value in defaults.items() if not _given(ctx, field)}
+        passed = {k: kwargs[k] for k in PASSED if k in kwargs}
+        if not _given(ctx, "vocab_extra"):
+            passed["vocab_extra"] = STATIC.vocab_extra
         return distill_static(
-            **{k: kwargs[k] for k in PASSED if k in kwargs},
+            **passed,
             dim=ctx.params["static_dim"],
             freeze_table=freeze_embeddings,
             loop=replace(loop, **changes),

@@ -67,7 +67,7 @@ def distill_static(
     targets: Path | None = None,
     dim: int = STATIC.dim,
     vocab: str = DISTILL.vocab,
-    vocab_extra: int = DISTILL.vocab_extra,
+    vocab_extra: int = STATIC.vocab_extra,
     freeze_table: bool = False,
     table_from: str = "alone",
     max_length: int | None = DISTILL.max_length,
