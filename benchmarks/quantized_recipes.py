@@ -1,0 +1,151 @@
+"""The quantized 4-layer student (issue 16): distill, quantization-aware fine-tune, export, check, measure.
+
+    .venv/bin/python benchmarks/quantized_recipes.py --teacher TEACHER_DIR [--out /tmp/quantized]
+
+TEACHER_DIR: the to-do teacher of benchmarks/student_recipes.py (multilingual-e5-small fine-tuned).
+Steps, each skipped when its output exists (delete it to run it again):
+1. label the training set (teacher layers 0,3,6,9,12 hidden, 3,6,9,12 attention: the tiny recipes');
+2. distill the float student: STUDENT below (4 layers cut from teacher layers 2,5,8,11, the teacher's
+   width 384 so MLX's groups of 32 divide every weight, FFN 768, a factorized embedding of 64);
+3. quantization-aware fine-tunes of it: int8 and int4, blocks of 32 (`distill --quantize`);
+4. export each (`--quantize int8-block|int4-block --min-target iOS18`, the default lean bundle; the
+   float student also as coremltools quantizes it, int8-block without training) and run
+   `mlx-edge check` on it;
+5. score on the dev split: the MLX quantized student, and the bundle's Encoder program itself run
+   by the NumPy MIL interpreter (what the app computes, on Linux); bundle bytes = every file (du -b).
+Prints the README's table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import mlx_edge  # noqa: E402,F401  (preloads OpenBLAS before mlx)
+
+STUDENT = {
+    "num_hidden_layers": 4,
+    "hidden_size": 384,
+    "num_attention_heads": 12,
+    "intermediate_size": 768,
+    "hidden_act": "gelu_new",
+    "embedding_size": 64,
+}
+LAYERS = ["--hidden-layers", "0,3,6,9,12", "--attention-layers", "3,6,9,12"]
+DISTILL = ["--init", "teacher", "--vocab-extra", "4000", "--hidden-weight", "1", "--attention-weight", "1",
+           "--epochs", "10", "--lr", "2e-4"]  # fmt: skip
+# bits: options of the quantization-aware fine-tune of the float student. A low learning rate: at
+# 1e-4 (or 5e-5) the fine-tune left the optimum the float run's best epoch had found (int4 89.0%, int8
+# 90.2% on dev) while the same grid with no training at all kept 92.0% / 92.5%.
+QAT = {
+    "int8": ["--quantize", "int8", "--block-size", "32", "--epochs", "1", "--lr", "1e-5", *DISTILL[4:8]],
+    "int4": ["--quantize", "int4", "--block-size", "32", "--epochs", "2", "--lr", "1e-5", *DISTILL[4:8]],
+}
+TEACHER_DEV = 0.955  # the teacher's dev accuracy; its share is the issue's bar (97% int8, 96% int4)
+
+
+def mlx_edge_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mlx_edge", *args], check=False, capture_output=True, text=True)
+
+
+def run(*args: str) -> None:
+    done = mlx_edge_cli(*args)
+    if done.returncode != 0:
+        sys.exit(f"mlx-edge {' '.join(args[:2])} failed:\n{done.stdout}{done.stderr}")
+
+
+def distill(teacher: Path, targets: Path, out: Path, *options: str) -> float:
+    from mlx_edge.datasets import todo_split
+
+    if out.is_dir():
+        return 0.0
+    start = time.perf_counter()
+    run("distill", "--teacher", str(teacher), "--train", str(todo_split("train")), "--dev", str(todo_split("dev")),
+        "--targets", str(targets), "--out", str(out), "--quiet", *options)  # fmt: skip
+    return time.perf_counter() - start
+
+
+def program_accuracy(bundle: Path) -> float:
+    """Dev accuracy of the bundle's Encoder program, run op by op in NumPy (bridges.mil_numpy)."""
+    import numpy as np
+
+    from bridges.check_numeric import encode
+    from bridges.mil_numpy import load_program, run_program
+    from mlx_edge.bundle.layout import read_manifest, sequence_lengths
+    from mlx_edge.data import read_labeled
+    from mlx_edge.datasets import todo_split
+    from mlx_edge.models.tokenizer import load_tokenizer
+
+    manifest = read_manifest(bundle)
+    data = read_labeled(todo_split("dev"))
+    program = load_program(bundle / manifest["models"]["encoder"]["file"])
+    examples = encode(load_tokenizer(bundle), data.texts, sequence_lengths(manifest))
+    labels = manifest["labels"]
+    right = 0
+    for (ids, mask), label in zip(examples, data.labels):
+        logits = run_program(program, {"input_ids": ids, "attention_mask": mask})["logits"]
+        right += labels[int(np.argmax(logits))] == label
+    return right / len(data.labels)
+
+
+def student_accuracy(student: Path) -> tuple[float, float]:
+    """(dev accuracy, agreement with the teacher) from the student's own distill report."""
+    report = json.loads((student / "report.json").read_text())
+    return report["student_dev_accuracy"], report["agreement"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--teacher", type=Path, required=True, help="Teacher fine-tuned on the to-do data.")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/quantized"), help="Working directory.")
+    args = parser.parse_args()
+    from mlx_edge.datasets import todo_split
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    targets = args.out / "targets"
+    if not targets.is_dir():
+        run("teacher", "label", "--teacher", str(args.teacher), "--data", str(todo_split("train")), "--out",
+            str(targets), "--backend", "mlx", *LAYERS, "--quiet")  # fmt: skip
+    config = args.out / "student.json"
+    config.write_text(json.dumps(STUDENT))
+    float_student = args.out / "student"
+    times = {"float": distill(args.teacher, targets, float_student, "--student", str(config), *DISTILL)}
+    runs = [("int8-block, coremltools, no QAT", float_student, "int8", "bundle-int8-coremltools")]
+    for bits, options in QAT.items():
+        student = args.out / f"student-{bits}"
+        times[bits] = distill(args.teacher, targets, student, "--student", str(float_student), *options)
+        runs.append((f"{bits}-block, QAT codes", student, bits, f"bundle-{bits}"))
+    rows = []
+    for name, student, bits, bundle_name in runs:
+        bundle = args.out / bundle_name
+        if not bundle.is_dir():
+            run("export", str(student), "--out", str(bundle), "--quantize", f"{bits}-block", "--min-target", "iOS18",
+                "--quiet")  # fmt: skip
+        report = json.loads(mlx_edge_cli("check", str(bundle), "--json").stdout)
+        size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
+        accuracy, agreement = student_accuracy(student)
+        seconds = times[bits] if student != float_student else 0.0
+        rows.append((name, accuracy, agreement, program_accuracy(bundle), size, report, seconds))
+
+    f_acc, f_agree = student_accuracy(float_student)
+    print(f"float student: dev {f_acc:.1%} ({f_acc / TEACHER_DEV:.1%} of the teacher's {TEACHER_DEV:.1%}), "
+          f"agreement {f_agree:.1%}" + (f", distilled in {times['float'] / 60:.1f} min" if times["float"] else ""))  # fmt: skip
+    print("| bundle | MLX student dev | agreement | Encoder program dev (NumPy MIL) | of the teacher "
+          "| bundle (all files) | check | QAT time |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name, accuracy, agreement, program, size, report, seconds in rows:
+        failed = ", ".join(r["name"] for r in report["results"] if not r["ok"])
+        verdict = "passed" if report["ok"] else f"FAILED ({failed})"
+        took = f"{seconds / 60:.1f} min" if seconds else "-"
+        print(f"| {name} | {accuracy:.1%} | {agreement:.1%} | {program:.1%} | {program / TEACHER_DEV:.1%} "
+              f"| {size / 1e6:.2f} MB | {verdict} ({report['passed']} ok, {report['skipped']} skipped) | {took} |")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
