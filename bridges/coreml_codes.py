@@ -21,7 +21,7 @@ import numpy as np
 from bridges.coreml_export import quiet_coremltools
 from mlx_edge.errors import ExportError
 from mlx_edge.models.bert import sanitize
-from mlx_edge.models.checkpoint import load_config
+from mlx_edge.models.checkpoint import read_config
 from mlx_edge.models.quantized import BlockCodes, QuantSpec, block_codes
 from mlx_edge.models.safetensors_io import read_weights
 
@@ -106,18 +106,19 @@ def _graph_pass(codes: dict[str, BlockCodes]):
 
 def student_codes(student_dir: Path) -> dict[str, BlockCodes]:
     """A quantized student's BlockCodes by weight name; {} for a float student."""
-    config = load_config(student_dir)
-    if config.quantization is None:
+    quantization = read_config(student_dir).get("quantization")
+    if quantization is None:
         return {}
-    return block_codes(sanitize(read_weights(student_dir)), QuantSpec.from_dict(config.quantization))
+    return block_codes(sanitize(read_weights(student_dir)), QuantSpec.from_dict(quantization))
 
 
 def check_student_codes(quantize: str, block_size: int, config) -> None:
     """A quantized student exports only in its own block mode and block size: its codes go in as they
     are, and quantizing them again (another mode, another grid) would undo what training fitted."""
-    if config.quantization is None:
+    quantization = getattr(config, "quantization", None)  # a static student's config has no such key
+    if quantization is None:
         return
-    spec = QuantSpec.from_dict(config.quantization)
+    spec = QuantSpec.from_dict(quantization)
     wanted = f"int{spec.bits}-block"
     if (quantize, block_size) != (wanted, spec.group_size):
         raise ExportError(

@@ -196,14 +196,15 @@ def _check_blocks(quantize: str, block_size: int, min_target: str, config) -> No
             "(constexpr_blockwise_shift_scale) run on iOS 18 / macOS 15 and later",
             "add --min-target iOS18, or use --quantize int8 (per channel, iOS 16)",
         )
-    widths = sorted({config.hidden_size, config.intermediate_size, config.embedding_size or config.hidden_size})
+    embedding = getattr(config, "embedding_size", None)  # a factorized table's rows are weights too
+    widths = sorted({config.hidden_size, config.intermediate_size, embedding or config.hidden_size})
     if block_size < 1 or any(w % block_size for w in widths):
         common = math.gcd(*widths)
         fits = [d for d in range(min(common, 64), 0, -1) if common % d == 0]
         raise ExportError(
             f"--block-size {block_size} does not divide the student's weight widths "
             f"(hidden {config.hidden_size}, intermediate {config.intermediate_size}"
-            + (f", embedding {config.embedding_size})" if config.embedding_size else ")"),
+            + (f", embedding {embedding})" if embedding else ")"),
             f"use --block-size {fits[0]}" + (f" (or {', '.join(map(str, fits[1:3]))})" if len(fits) > 1 else ""),
         )
 

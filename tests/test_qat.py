@@ -331,6 +331,17 @@ def test_distill_quantize_saves_a_quantized_student_and_continues_it(trained_tea
     assert json.loads((tmp_path / "s8" / "config.json").read_text())["quantization"]["bits"] == 8
 
 
+def test_quantize_refuses_a_student_that_is_not_bert():
+    from types import SimpleNamespace
+
+    from mlx_edge.distill.quant import student_spec
+    from mlx_edge.errors import DistillError
+
+    static = SimpleNamespace(model_type="static", quantization=None, hidden_size=64)  # a token-table student's config
+    with pytest.raises(DistillError, match="this student is 'static'"):
+        student_spec("int4", 32, static, continuing=False)
+
+
 @pytest.mark.parametrize(
     "options, fragments",
     [

@@ -52,13 +52,18 @@ def student_spec(quantize: str | None, block_size: int, config: BertConfig, cont
     """The quantization a distillation trains with (None: float), checked against the student's widths.
     A quantized student is continued only quantized: dropping its codes would be a silent change."""
     if quantize is None:
-        if continuing and config.quantization is not None:
+        if continuing and getattr(config, "quantization", None) is not None:  # a static config has no such key
             q = QuantSpec.from_dict(config.quantization)
             raise DistillError(
                 f"the student to continue is quantized (int{q.bits}, blocks of {q.group_size})",
                 f"pass --quantize int{q.bits} --block-size {q.group_size} to keep training it quantized",
             )
         return None
+    if not isinstance(config, BertConfig):  # e.g. a static (token table) student: no layers to quantize
+        raise DistillError(
+            f"--quantize trains a BERT student's layers quantized; this student is {config.model_type!r}",
+            "drop --quantize (export --quantize int8-block/int4-block compresses its weights)",
+        )
     spec = spec_for(quantize, block_size)
     check_block_size(config, spec)
     return spec
