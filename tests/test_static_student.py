@@ -231,3 +231,13 @@ def test_contextual_states_from_the_cache_equal_the_live_teachers(trained_teache
     assert np.array_equal(live[1], cached[1]) and live[1].sum() == sum(len(x) for x in ids)
     # the cache stores fp16: each summed state within a few fp16 steps of the scale of the largest
     assert np.max(np.abs(live[0] - cached[0])) <= 1e-2 * np.abs(live[0]).max()
+
+
+def test_a_static_student_is_neither_continued_nor_a_teacher(static_student, trained_teacher, toy_data, tmp_path):
+    out, _ = static_student
+    train, dev = toy_data
+    args = ["distill", "--train", str(train), "--dev", str(dev), "--out", str(tmp_path / "s"), "--quiet"]
+    result = CliRunner().invoke(main, [*args, "--teacher", str(trained_teacher), "--student", str(out)])
+    assert_one_line_error(result, "is a static student: it cannot be continued as a transformer")
+    result = CliRunner().invoke(main, [*args, "--teacher", str(out), "--student", "tiny"])
+    assert_one_line_error(result, "holds a 'static' model, not a BERT-family encoder")

@@ -52,6 +52,11 @@ def student_config(spec: str, teacher: BertConfig) -> tuple[BertConfig, Path | N
     path = Path(spec)
     if path.is_dir():
         config = load_config(path)  # its vocabulary may be a pruned subset of the teacher's (checked by piece)
+        if config.model_type == "static":  # a token table: nothing a transformer could continue from
+            raise DistillError(
+                f"{path} is a static student: it cannot be continued as a transformer",
+                "distill a new static student with --student static, or start from a preset",
+            )
         if config.vocab_size > teacher.vocab_size or config.labels != teacher.labels:
             raise DistillError(
                 f"student {path} does not fit this teacher (vocab {config.vocab_size} vs "
