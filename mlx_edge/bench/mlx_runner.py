@@ -152,9 +152,15 @@ class MlxRunner:
         live = live_targets(teacher, {}, terms_on, shards)
         if workload.kind == "distill":
             return live
-        cached = BatchForward(teacher, batch_size=workload.batch).logits
-        memo = {}
-        return lambda rows, ids, mask: memo.setdefault("t", {"logits": cached(ids, mask)})
+        forward = BatchForward(teacher, batch_size=workload.batch)
+        cached = {}  # the teacher's logits computed once, as a targets cache holds them
+
+        def from_cache(rows, ids, mask):
+            if "logits" not in cached:
+                cached["logits"] = forward.logits(ids, mask)
+            return cached
+
+        return from_cache
 
 
 def _train_path(shards: int, model) -> str:
