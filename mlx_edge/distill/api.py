@@ -108,11 +108,7 @@ def distill(
     loop = loop or LoopConfig()
     teacher, out = Path(teacher), Path(out)
     mlx_device(device)
-    if head_labels(check_local_model(teacher)) is None:
-        raise DistillError(f"{teacher} has no trained classification head", "fine-tune it with mlx-edge teacher train")
-    refuse_overwriting_inputs(out, teacher, train, dev, targets, student)  # --force would delete an input
-    if out.exists() and not force:
-        raise DistillError(f"{out} already exists", "pass --force to replace it, or choose another --out")
+    check_run_inputs(teacher, out, force, train, dev, targets, student)
     teacher_model = load_model(teacher, require_head=True)
     labels = teacher_model.config.labels
     label_map = LabelMap(labels)
@@ -241,37 +237,18 @@ def distill(
         on_epoch=on_epoch,
     )
 
-    best = load_model(work / "best", require_head=True)
-    best_pred = predict_ids(best, dev_student_ids, student_pad)[1]
-    # Speed on the same dev rows and batch sizes, the two models' passes interleaved (compare_speed).
-    sample = list(range(min(len(dev_ids), SPEED_SAMPLE)))
-    student_seconds, teacher_seconds, speedup = compare_speed(
-        lambda: predict_ids(best, [dev_student_ids[i] for i in sample], student_pad),
-        lambda: predict_ids(teacher_model, [dev_ids[i] for i in sample], tokenizer.pad_id),
-    )
-
-    def count(m) -> int:
-        return parameter_count(m)  # a quantized student's codes count as the weights they stand for
-
-    teacher_acc, student_acc = accuracy(teacher_pred, dev_y), accuracy(best_pred, dev_y)
-    report = DistillReport(
-        out_dir=str(out),
-        teacher_dev_accuracy=teacher_acc,
-        student_dev_accuracy=student_acc,
-        retained=student_acc / teacher_acc if teacher_acc else 0.0,
-        agreement=accuracy(best_pred, teacher_pred),
-        teacher_parameters=count(teacher_model),
-        student_parameters=count(best),
-        teacher_file_bytes=_weights_bytes(teacher),
-        student_file_bytes=_weights_bytes(work / "best"),
-        teacher_samples_per_second=len(sample) / teacher_seconds,
-        student_samples_per_second=len(sample) / student_seconds,
-        speedup=speedup,
-        best_epoch=result.best_epoch,
-        epochs_run=result.epochs_run,
-        steps=result.steps,
-        train_samples_per_second=result.samples_per_second,
-        stopped_early=result.stopped_early,
+    report = run_report(
+        out=out,
+        work=work,
+        teacher=teacher,
+        teacher_model=teacher_model,
+        teacher_ids=dev_ids,
+        teacher_pad=tokenizer.pad_id,
+        teacher_pred=teacher_pred,
+        student_ids=dev_student_ids,
+        student_pad=student_pad,
+        dev_y=dev_y,
+        result=result,
         resumed=resumed,
     )
     _finish(
@@ -346,6 +323,65 @@ def _student_ids(tokenizer_dir, teacher_train_ids, train_texts, dev_texts, plan,
         train = [np.asarray(x, np.int32) for x in tokenizer.encode_batch(train_texts, max_length=max_length)]
     dev = [np.asarray(x, np.int32) for x in tokenizer.encode_batch(dev_texts, max_length=max_length)]
     return [np.asarray(x, np.int32) for x in train], dev
+
+
+def check_run_inputs(teacher: Path, out: Path, force: bool, *inputs) -> None:
+    """Before any work: a teacher with a trained head, and an `out` that is no input (--force would
+    delete it) and, without --force, does not exist yet."""
+    if head_labels(check_local_model(teacher)) is None:
+        raise DistillError(f"{teacher} has no trained classification head", "fine-tune it with mlx-edge teacher train")
+    refuse_overwriting_inputs(out, teacher, *inputs)
+    if out.exists() and not force:
+        raise DistillError(f"{out} already exists", "pass --force to replace it, or choose another --out")
+
+
+def run_report(
+    *,
+    out,
+    work,
+    teacher,
+    teacher_model,
+    teacher_ids,
+    teacher_pad,
+    teacher_pred,
+    student_ids,
+    student_pad,
+    dev_y,
+    result,
+    resumed: bool,
+) -> DistillReport:
+    """The report of a finished run (BERT or static student): the best student (`work`/best) against the
+    teacher on dev (accuracy, agreement), parameters, file sizes, and the speed-up on the same dev rows
+    and batch sizes with the two models' passes interleaved (compare_speed)."""
+    best = load_model(work / "best", require_head=True)
+    best_pred = predict_ids(best, student_ids, student_pad)[1]
+    sample = list(range(min(len(teacher_ids), SPEED_SAMPLE)))
+    student_seconds, teacher_seconds, speedup = compare_speed(
+        lambda: predict_ids(best, [student_ids[i] for i in sample], student_pad),
+        lambda: predict_ids(teacher_model, [teacher_ids[i] for i in sample], teacher_pad),
+    )
+    teacher_acc, student_acc = accuracy(teacher_pred, dev_y), accuracy(best_pred, dev_y)
+    return DistillReport(
+        out_dir=str(out),
+        teacher_dev_accuracy=teacher_acc,
+        student_dev_accuracy=student_acc,
+        retained=student_acc / teacher_acc if teacher_acc else 0.0,
+        agreement=accuracy(best_pred, teacher_pred),
+        # a quantized student's codes count as the weights they stand for
+        teacher_parameters=parameter_count(teacher_model),
+        student_parameters=parameter_count(best),
+        teacher_file_bytes=_weights_bytes(teacher),
+        student_file_bytes=_weights_bytes(work / "best"),
+        teacher_samples_per_second=len(sample) / teacher_seconds,
+        student_samples_per_second=len(sample) / student_seconds,
+        speedup=speedup,
+        best_epoch=result.best_epoch,
+        epochs_run=result.epochs_run,
+        steps=result.steps,
+        train_samples_per_second=result.samples_per_second,
+        stopped_early=result.stopped_early,
+        resumed=resumed,
+    )
 
 
 def _weights_bytes(directory: Path) -> int:

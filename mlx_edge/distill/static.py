@@ -21,10 +21,9 @@ from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
-from mlx.utils import tree_flatten
 
 from mlx_edge.data import LabelMap, read_labeled, split_dev, warn_overlap
-from mlx_edge.distill.api import PRUNE_DEFAULT, SPEED_SAMPLE, DistillReport
+from mlx_edge.distill.api import PRUNE_DEFAULT, DistillReport, check_run_inputs, run_report
 from mlx_edge.distill.loop import LoopConfig, run_loop
 from mlx_edge.distill.static_settings import STATIC
 from mlx_edge.distill.static_table import (
@@ -37,18 +36,17 @@ from mlx_edge.distill.static_table import (
 )
 from mlx_edge.distill.step import Trainable
 from mlx_edge.errors import DataError, DistillError, TargetsError
-from mlx_edge.fileio import refuse_overwriting_inputs
 from mlx_edge.manifest import file_fingerprint, read_manifest, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1
 from mlx_edge.models.checkpoint import load_model, save_model
-from mlx_edge.models.inference import compare_speed, predict_ids
+from mlx_edge.models.inference import predict_ids
 from mlx_edge.models.prune import plan_vocab, write_pruned_tokenizer
 from mlx_edge.models.static import MODEL_TYPE, StaticConfig, StaticModel
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.runtime.devices import mlx_device
 from mlx_edge.settings import DISTILL
 from mlx_edge.targets import TargetsCache, text_hash
-from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, head_labels, tokenizer_hash
+from mlx_edge.teacher.source import file_hash_of_weights, tokenizer_hash
 
 STUDENT = MODEL_TYPE  # `--student static`
 
@@ -97,11 +95,7 @@ def distill_static(
         raise DistillError(f"static width {dim} is out of range", "use e.g. --static-dim 128 (2 to 4096)")
     teacher, out = Path(teacher), Path(out)
     mlx_device(device)
-    if head_labels(check_local_model(teacher)) is None:
-        raise DistillError(f"{teacher} has no trained classification head", "fine-tune it with mlx-edge teacher train")
-    refuse_overwriting_inputs(out, teacher, train, dev, targets)
-    if out.exists() and not force:
-        raise DistillError(f"{out} already exists", "pass --force to replace it, or choose another --out")
+    check_run_inputs(teacher, out, force, train, dev, targets)
     started = time.perf_counter()
     teacher_model = load_model(teacher, require_head=True)
     labels = teacher_model.config.labels
@@ -182,33 +176,18 @@ def distill_static(
             on_step=on_step,
             on_epoch=on_epoch,
         )
-        best = load_model(work / "best", require_head=True)
-        best_pred = predict_ids(best, dev_ids, pad)[1]
-        # the same dev rows and batches, the two models' passes interleaved (as distill's report)
-        sample = list(range(min(len(dev_ids), SPEED_SAMPLE)))
-        student_seconds, teacher_seconds, speedup = compare_speed(
-            lambda: predict_ids(best, [dev_ids[i] for i in sample], pad),
-            lambda: predict_ids(teacher_model, [teacher_dev_ids[i] for i in sample], tokenizer.pad_id),
-        )
-        teacher_acc, student_acc = accuracy(teacher_dev_pred, dev_y), accuracy(best_pred, dev_y)
-        report = DistillReport(
-            out_dir=str(out),
-            teacher_dev_accuracy=teacher_acc,
-            student_dev_accuracy=student_acc,
-            retained=student_acc / teacher_acc if teacher_acc else 0.0,
-            agreement=accuracy(best_pred, teacher_dev_pred),
-            teacher_parameters=_count(teacher_model),
-            student_parameters=_count(best),
-            teacher_file_bytes=_weights_bytes(teacher),
-            student_file_bytes=_weights_bytes(work / "best"),
-            teacher_samples_per_second=len(sample) / teacher_seconds,
-            student_samples_per_second=len(sample) / student_seconds,
-            speedup=speedup,
-            best_epoch=result.best_epoch,
-            epochs_run=result.epochs_run,
-            steps=result.steps,
-            train_samples_per_second=result.samples_per_second,
-            stopped_early=result.stopped_early,
+        report = run_report(
+            out=out,
+            work=work,
+            teacher=teacher,
+            teacher_model=teacher_model,
+            teacher_ids=teacher_dev_ids,
+            teacher_pad=tokenizer.pad_id,
+            teacher_pred=teacher_dev_pred,
+            student_ids=dev_ids,
+            student_pad=pad,
+            dev_y=dev_y,
+            result=result,
             resumed=False,
         )
         _finish(
@@ -302,14 +281,6 @@ def teacher_hidden(cache: TargetsCache | None, teacher, texts: list[str], teache
         batch = teacher_ids[start : start + 256]
         width = max(len(x) for x in batch)
         yield batch, cache.gather(rows[start : start + 256], width, [f"hidden.{last}"])[f"hidden.{last}"]
-
-
-def _count(model) -> int:
-    return int(sum(v.size for _, v in tree_flatten(model.parameters())))
-
-
-def _weights_bytes(directory: Path) -> int:
-    return sum(p.stat().st_size for p in Path(directory).glob("model*.safetensors"))
 
 
 def _finish(work: Path, out: Path, report: DistillReport, **inputs) -> None:
