@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mlx_edge  # noqa: E402,F401  (preloads OpenBLAS before mlx)
+from mlx_edge.fileio import disk_bytes  # noqa: E402
 
 STUDENT = {
     "num_hidden_layers": 4,
@@ -128,7 +129,7 @@ def main() -> None:
             run("export", str(student), "--out", str(bundle), "--quantize", f"{bits}-block", "--min-target", "iOS18",
                 "--quiet")  # fmt: skip
         report = json.loads(mlx_edge_cli("check", str(bundle), "--json").stdout)
-        size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
+        size = disk_bytes(bundle)
         accuracy, agreement = student_accuracy(student)
         seconds = times[bits] if student != float_student else 0.0
         rows.append((name, accuracy, agreement, program_accuracy(bundle), size, report, seconds))

@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import mlx_edge  # noqa: E402,F401  (loads OpenBLAS before mlx: without it MLX's CPU matmuls crawl)
+from mlx_edge.fileio import disk_bytes  # noqa: E402
 
 SETTINGS = {  # name: distill_static arguments; the rest at `--student static`'s defaults (static_settings.py)
     "static": {},
@@ -55,10 +56,6 @@ def scores(model: Path, split: str) -> dict[str, float]:
         picked = [r for r, lg in zip(right, langs) if lg == lang]
         out[lang] = sum(picked) / len(picked)
     return out
-
-
-def size(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def run_setting(name: str, args, out: Path) -> dict:
@@ -98,7 +95,7 @@ def run_setting(name: str, args, out: Path) -> dict:
         check = check_bundle(bundle)
         row[f"bundle_{mode}"] = {
             "bytes": result.total_bytes,
-            "files": {p.name: size(p) if p.is_dir() else p.stat().st_size for p in sorted(bundle.iterdir())},
+            "files": {p.name: disk_bytes(p) for p in sorted(bundle.iterdir())},
             "check_passed": check.ok,
             "check_failed": [f"{r.name}: {r.detail}" for r in check.failed],
         }
@@ -146,7 +143,7 @@ def latency(student: Path, bundle: Path, texts: list[str], repeats: int) -> dict
         "tokenize_ms": tokenize_ms,
         "mlx_ms": mlx_ms,
         "mirror_ms": mirror_ms,
-        "bundle_bytes": size(bundle) if bundle is not None and bundle.is_dir() else None,
+        "bundle_bytes": disk_bytes(bundle) if bundle is not None and bundle.is_dir() else None,
         "mean_tokens": float(np.mean([x.shape[1] for x in ids])),
     }
 

@@ -53,6 +53,7 @@ from mlx_edge.bundle.verify import default_texts, verify_artifacts
 from mlx_edge.errors import ExportError
 from mlx_edge.fileio import (
     atomic_write_json,
+    disk_bytes,
     refuse_overwriting_inputs,
     remove_stale_staging,
     sha256_file,
@@ -176,8 +177,8 @@ def export_bundle(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    sizes = {entry["file"]: _size(out_dir / entry["file"]) for entry in manifest["models"].values()}
-    return ExportResult(out_dir, manifest, time.perf_counter() - start, sizes, _size(out_dir))
+    sizes = {entry["file"]: disk_bytes(out_dir / entry["file"]) for entry in manifest["models"].values()}
+    return ExportResult(out_dir, manifest, time.perf_counter() - start, sizes, disk_bytes(out_dir))
 
 
 def _check_choice(what: str, value: str, allowed) -> None:
@@ -207,10 +208,6 @@ def _check_blocks(quantize: str, block_size: int, min_target: str, config) -> No
             + (f", embedding {embedding})" if embedding else ")"),
             f"use --block-size {fits[0]}" + (f" (or {', '.join(map(str, fits[1:3]))})" if len(fits) > 1 else ""),
         )
-
-
-def _size(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
 
 
 def _replace(tmp: Path, out_dir: Path, *, force: bool) -> None:

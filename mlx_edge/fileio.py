@@ -126,3 +126,11 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes of a file, or of every file under a directory (a bundle, an .mlpackage)."""
+    path = Path(path)
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size

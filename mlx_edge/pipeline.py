@@ -30,7 +30,7 @@ from mlx_edge.distill.loop import LoopConfig
 from mlx_edge.distill.student import parse_layer_map, student_config
 from mlx_edge.errors import AugmentMismatch, ConfigError, SetupMismatch, WorkMismatch
 from mlx_edge.export import export_bundle
-from mlx_edge.fileio import atomic_write_json, atomic_write_text, fingerprint
+from mlx_edge.fileio import atomic_write_json, atomic_write_text, disk_bytes, fingerprint
 from mlx_edge.models.checkpoint import load_config
 from mlx_edge.predict import predict_texts
 from mlx_edge.settings import AugmentSettings, DistillSettings, ExportSettings, LabelSettings, TeacherTrainSettings
@@ -430,7 +430,7 @@ def final_report(
             for language in sorted(set(languages)):
                 entry = by_language[split].setdefault(language, {"examples": int((languages == language).sum())})
                 entry[who] = float(right[languages == language].mean())
-    files = {p.name: _size(p) for p in sorted(bundle_dir.iterdir())} if bundle_dir.is_dir() else {}
+    files = {p.name: disk_bytes(p) for p in sorted(bundle_dir.iterdir())} if bundle_dir.is_dir() else {}
     return {
         "stages": [asdict(o) for o in outcomes],
         "accuracy": scores,
@@ -451,10 +451,6 @@ def final_report(
         if check_report is None
         else {"ok": check_report.ok, "failed": [r.name for r in check_report.failed]},
     }
-
-
-def _size(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
 
 
 def format_report(report: dict) -> str:

@@ -93,10 +93,10 @@ def test_the_extra_classifier_is_compressed_and_checked_too():
 
 
 def test_sizes_shrink_with_the_bits():
-    from mlx_edge.export import _size
+    from mlx_edge.fileio import disk_bytes
 
-    sizes = {mode: _size(exported(*IOS18, "--quantize", mode, student="wide")) for mode in ("none", "int4-block")}
-    sizes["int8-block"] = _size(_bundle("int8-block"))
+    sizes = {mode: disk_bytes(exported(*IOS18, "--quantize", mode, student="wide")) for mode in ("none", "int4-block")}
+    sizes["int8-block"] = disk_bytes(_bundle("int8-block"))
     assert sizes["int4-block"] < sizes["int8-block"] < sizes["none"]
 
 

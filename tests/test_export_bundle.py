@@ -60,7 +60,7 @@ def test_bundle_holds_what_the_app_loads_once(fp32_bundle):
 
 
 def test_extras_are_written_described_and_checked(extras_bundle, fp32_bundle):
-    from mlx_edge.export import _size
+    from mlx_edge.fileio import disk_bytes
 
     assert {p.name for p in extras_bundle.iterdir()} == EXPECTED_FILES | EXTRA_FILES
     m = _manifest(extras_bundle)
@@ -76,9 +76,9 @@ def test_extras_are_written_described_and_checked(extras_bundle, fp32_bundle):
         r["name"] for r in json.loads(report.output)["results"] if r["ok"] and not r["skipped"]
     }
     # the lean bundle is the extras bundle less the two extras, to the byte
-    assert _size(extras_bundle) - _size(fp32_bundle) == sum(_size(extras_bundle / n) for n in EXTRA_FILES) + (
-        (extras_bundle / "manifest.json").stat().st_size - (fp32_bundle / "manifest.json").stat().st_size
-    )
+    assert disk_bytes(extras_bundle) - disk_bytes(fp32_bundle) == sum(
+        disk_bytes(extras_bundle / n) for n in EXTRA_FILES
+    ) + ((extras_bundle / "manifest.json").stat().st_size - (fp32_bundle / "manifest.json").stat().st_size)
 
 
 def test_unknown_extra_is_a_usage_error(tmp_path):

@@ -57,10 +57,10 @@ def test_enumerated_lengths_in_the_manifest():
 
 
 def test_compressed_bundle_is_smaller():
-    from mlx_edge.export import _size
+    from mlx_edge.fileio import disk_bytes
 
-    plain = _size(exported("--precision", "fp16") / "Encoder.mlpackage")
-    int8 = _size(exported(*VARIANTS["int8"]) / "Encoder.mlpackage")
+    plain = disk_bytes(exported("--precision", "fp16") / "Encoder.mlpackage")
+    int8 = disk_bytes(exported(*VARIANTS["int8"]) / "Encoder.mlpackage")
     assert int8 < plain
 
 

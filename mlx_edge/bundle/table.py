@@ -16,13 +16,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from mlx.utils import tree_flatten
 
 from bridges.torch_mirror import load_mirror, read_student_weights, run_mirror
 from mlx_edge.data import collate
+from mlx_edge.fileio import disk_bytes
 from mlx_edge.metrics import accuracy
 from mlx_edge.models.checkpoint import load_config, load_model
 from mlx_edge.models.inference import Latency, predict_ids
+from mlx_edge.models.quantized import parameter_count
 from mlx_edge.models.tokenizer import load_tokenizer
 
 LATENCY_TEXTS = 64
@@ -69,9 +70,9 @@ def bundle_row(
         kind=_kind(config),
         precision=_precision(manifest, config),
         parameters=_parameters(student_dir, model),
-        encoder_bytes=_size(bundle_dir / models["encoder"]["file"]),
-        head_bytes=_size(bundle_dir / models["head"]["file"]),
-        bundle_bytes=_size(bundle_dir),
+        encoder_bytes=disk_bytes(bundle_dir / models["encoder"]["file"]),
+        head_bytes=disk_bytes(bundle_dir / models["head"]["file"]),
+        bundle_bytes=disk_bytes(bundle_dir),
         dev_accuracy=dev_acc,
         retained=dev_acc / teacher_acc if teacher_acc else 0.0,
         agreement=accuracy(pred, teacher_pred),
@@ -141,16 +142,10 @@ def _precision(manifest: dict, config) -> str:
 
 
 def _parameters(student_dir: Path, model) -> int:
-    """Logical weights: the distill report's count (a quantized model's packed arrays would undercount)."""
+    """Logical weights: the distill report's count, else parameter_count (a quantized layer's codes count once each)."""
     manifest = student_dir / "mlx_edge_manifest.json"
     if manifest.is_file():
         report = json.loads(manifest.read_text(encoding="utf-8")).get("report") or {}
         if report.get("student_parameters"):
             return int(report["student_parameters"])
-    return int(sum(v.size for _, v in tree_flatten(model.parameters())))
-
-
-def _size(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return parameter_count(model)
