@@ -16,9 +16,9 @@ from mlx_edge.distill.loop import make_batch
 from mlx_edge.distill.providers import live_targets
 from mlx_edge.distill.step import Trainable, TrainStep
 from mlx_edge.models.checkpoint import load_model
-from mlx_edge.models.inference import BatchForward, Latency
+from mlx_edge.models.inference import BatchForward, Latency, path_settings
 from mlx_edge.runtime.blas import blas_info
-from mlx_edge.runtime.cpu_streams import blas_limit, cpu_cores
+from mlx_edge.runtime.cpu_streams import blas_limit
 
 
 def _mlx_device(name: str):
@@ -139,7 +139,9 @@ class MlxRunner:
                 mx.eval(b)  # live teacher targets, on the same streams (as run_loop does)
                 train_step(parts, w)
 
-        self.path[workload.name] = _train_path(train_step.shards, model)
+        self.path[workload.name] = (
+            "distill TrainStep, " + path_settings(model, shards=train_step.shards, compiled=True).describe()
+        )
         return Task(self._wrap(check), self._wrap(step))
 
     def _teacher_targets(self, workload, terms_on, shards):
@@ -161,18 +163,6 @@ class MlxRunner:
             return cached
 
         return from_cache
-
-
-def _train_path(shards: int, model) -> str:
-    cpu = mx.default_device() == mx.cpu
-    threads = max(1, cpu_cores() // shards)
-    parts = [f"distill TrainStep, {shards} CPU stream{'s' * (shards > 1)}" if cpu else "distill TrainStep"]
-    if cpu and blas_info().name == "OpenBLAS":
-        parts.append(f"OpenBLAS x{threads}")
-    parts.append("compiled")
-    if getattr(model, "fast_math", False):
-        parts.append("fast math")
-    return ", ".join(parts)
 
 
 def _openblas_threads() -> int | None:

@@ -40,6 +40,19 @@ class Settings:
         return ", ".join(parts)
 
 
+def path_settings(model, *, shards: int, compiled: bool) -> Settings:
+    """The settings of a path running `model` over `shards` CPU streams (OpenBLAS gets cores/shards threads)."""
+    cpu = mx.default_device() == mx.cpu
+    return Settings(
+        shards=shards,
+        blas_threads=max(1, cpu_cores() // shards) if cpu and blas_info().name == "OpenBLAS" else None,
+        compiled=compiled,
+        fast_math=bool(getattr(model, "fast_math", False)),
+        blas=blas_info().name if cpu else None,
+        device="cpu" if cpu else "gpu",
+    )
+
+
 class BatchForward:
     """`forward(input_ids, mask, **outputs)` -> an evaluated BertOutput, split over CPU streams.
 
@@ -61,15 +74,7 @@ class BatchForward:
         return np.array(self(input_ids, mask).logits)
 
     def settings(self) -> Settings:
-        cpu = mx.default_device() == mx.cpu
-        return Settings(
-            shards=self.shards,
-            blas_threads=max(1, cpu_cores() // self.shards) if cpu and blas_info().name == "OpenBLAS" else None,
-            compiled=False,
-            fast_math=bool(getattr(self.model, "fast_math", False)),
-            blas=blas_info().name if cpu else None,
-            device="cpu" if cpu else "gpu",
-        )
+        return path_settings(self.model, shards=self.shards, compiled=False)
 
 
 class Latency:
@@ -85,15 +90,7 @@ class Latency:
         return np.array(logits)
 
     def settings(self) -> Settings:
-        cpu = mx.default_device() == mx.cpu
-        return Settings(
-            shards=1,
-            blas_threads=cpu_cores() if cpu and blas_info().name == "OpenBLAS" else None,
-            compiled=True,
-            fast_math=bool(getattr(self.model, "fast_math", False)),
-            blas=blas_info().name if cpu else None,
-            device="cpu" if cpu else "gpu",
-        )
+        return path_settings(self.model, shards=1, compiled=True)
 
 
 def predict_ids(
