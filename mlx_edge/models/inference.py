@@ -94,35 +94,23 @@ class Latency:
 
 
 def predict_ids(
-    model, ids: list[np.ndarray], pad_id: int, *, batch_size: int = 32, shards: int | None = None, repeats: int = 1
+    model, ids: list[np.ndarray], pad_id: int, *, batch_size: int = 32, shards: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """(logits in input order, argmax labels, best-of-`repeats` seconds of one whole pass) for token ids.
-
-    Length-bucketed batches through BatchForward. With repeats > 1 a warm-up pass comes first, and
-    the pass time is the median of the timed ones (one slow pass on a busy machine does not decide).
-    """
+    """(logits in input order, argmax labels, seconds of the pass) for token ids, in length-bucketed
+    batches through BatchForward. For a speed figure compare two models with compare_speed."""
     was_training = model.training
     model.eval()
     forward = BatchForward(model, batch_size=batch_size, shards=shards)
-    batches = bucketed_batches(np.array([len(x) for x in ids]), batch_size, shuffle=False)
-    logits = None
-    times = []
-    for attempt in range(repeats + (1 if repeats > 1 else 0)):
-        start = time.perf_counter()
-        for batch in batches:
-            input_ids, mask = collate(
-                [ids[j] for j in batch], pad_id=pad_id, max_width=model.config.max_position_embeddings
-            )
-            out = forward.logits(input_ids, mask)
-            if logits is None:
-                logits = np.zeros((len(ids), out.shape[1]), np.float32)
-            logits[batch] = out
-        if repeats == 1 or attempt > 0:
-            times.append(time.perf_counter() - start)
+    logits = np.zeros((len(ids), model.config.num_labels), np.float32)
+    start = time.perf_counter()
+    for batch in bucketed_batches(np.array([len(x) for x in ids]), batch_size, shuffle=False):
+        input_ids, mask = collate(
+            [ids[j] for j in batch], pad_id=pad_id, max_width=model.config.max_position_embeddings
+        )
+        logits[batch] = forward.logits(input_ids, mask)
+    seconds = time.perf_counter() - start
     model.train(was_training)
-    if logits is None:
-        logits = np.zeros((0, model.config.num_labels), np.float32)
-    return logits, logits.argmax(axis=-1).astype(np.int32), float(np.median(times))
+    return logits, logits.argmax(axis=-1).astype(np.int32), seconds
 
 
 def compare_speed(fast, slow, *, pairs: int = 5) -> tuple[float, float, float]:
