@@ -280,6 +280,7 @@ def run_pipeline(
                     "vocab",
                     "vocab_extra",
                     "freeze_embeddings",
+                    "embedding_size",
                     "quantize",
                     "block_size",
                     "layer_map",

@@ -165,6 +165,7 @@ class DistillSettings(StageSettings):
 
     LIMITS = {
         "vocab_extra": NOT_NEGATIVE,
+        "embedding_size": AT_LEAST_1,
         "max_length": MAX_LENGTH,
         "epochs": AT_LEAST_1,
         "batch_size": AT_LEAST_1,
@@ -191,6 +192,7 @@ class DistillSettings(StageSettings):
     vocab: str = "auto"  # auto: seen+script for a new student, the student's own when continuing one
     vocab_extra: int = 0  # the teacher's most likely pieces kept beyond the vocab mode's (Unigram only)
     freeze_embeddings: bool = False  # the word-embedding table stays as initialized
+    embedding_size: int | None = None  # factorize the word embeddings to this width (distill/factorize.py)
     quantize: str | None = None  # "int8" / "int4": quantization-aware distillation (distill/quant.py)
     block_size: int = 32  # weights per scale with quantize (an MLX group size: 32, 64, 128)
     layer_map: str | None = None

@@ -92,6 +92,15 @@ from mlx_edge.settings import DISTILL, DistillSettings
     "never shows, such as --vocab-extra's, stay in the same space as the rest.",
 )
 @click.option(
+    "--embedding-size",
+    type=click.IntRange(1),
+    default=DISTILL.embedding_size,
+    help="Factorize the word embeddings (ALBERT/MobileBERT): a row of this width per piece and one "
+    "projection up to the hidden width, split from the table by an SVD weighted by how often the "
+    "training data uses each piece. Shrinks a pruned vocabulary's table several times; with --student "
+    "DIR it splits a distilled student's table (then fine-tune 2-3 epochs).",
+)
+@click.option(
     "--quantize",
     type=click.Choice(["int8", "int4"]),
     default=DISTILL.quantize,
@@ -216,6 +225,7 @@ def distill(
     vocab,
     vocab_extra,
     freeze_embeddings,
+    embedding_size,
     quantize,
     block_size,
     init_layers,
@@ -276,6 +286,7 @@ def distill(
         vocab=vocab,
         vocab_extra=vocab_extra,
         freeze_embeddings=freeze_embeddings,
+        embedding_size=embedding_size,
         quantize=quantize,
         block_size=block_size,
         layer_map=layer_map,
@@ -327,6 +338,7 @@ def distill(
         vocab=vocab,
         vocab_extra=vocab_extra,
         freeze_embeddings=freeze_embeddings,
+        embedding_size=embedding_size,
         quantize=quantize,
         block_size=block_size,
         init_layers=init_layers or None,

@@ -28,6 +28,7 @@ APPLIES = {
 WHY = {
     "init": "its table always starts from the teacher's embeddings (model2vec style)",
     "init_layers": "it has no layers to copy",
+    "embedding_size": "its table's width is --static-dim",
     "layer_map": "it has no layers to map",
     "hidden_weight": "it has no hidden states to match",
     "attention_weight": "it has no attention maps to match",

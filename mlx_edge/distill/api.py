@@ -18,6 +18,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx_edge.data import LabelMap, collate, read_labeled, split_dev, warn_overlap
+from mlx_edge.distill.factorize import piece_weights, with_embedding_size
 from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
 from mlx_edge.distill.providers import cache_targets, live_targets, to_teacher_ids
 from mlx_edge.distill.quant import fake_quantize_model, student_spec, to_quantized
@@ -78,6 +79,7 @@ def distill(
     vocab: str = DISTILL.vocab,
     vocab_extra: int = DISTILL.vocab_extra,
     freeze_embeddings: bool = DISTILL.freeze_embeddings,
+    embedding_size: int | None = DISTILL.embedding_size,
     quantize: str | None = DISTILL.quantize,
     block_size: int = DISTILL.block_size,
     init_layers: list[int] | None = None,
@@ -101,6 +103,8 @@ def distill(
     `vocab_extra` more of the teacher's most likely pieces in the data's scripts (a new student only).
     `freeze_embeddings`: the word-embedding table stays as initialized, so rows the training data never
     reaches (extra pieces) stay in the same space as the rest.
+    `embedding_size`: factorize the word embeddings to this width (factorize.py: a frequency-weighted
+    SVD of the table the student would have had, or of a continued student's own table).
     `quantize` ("int8", "int4"): train with the weights quantized in blocks of `block_size` as the
     app will hold them (quantization-aware distillation, distill/quant.py); the student is saved quantized.
     """
@@ -148,6 +152,8 @@ def distill(
     )
 
     config, source = student_config(student, teacher_model.config)
+    if embedding_size is not None:
+        config = with_embedding_size(config, embedding_size, source)
     quant = student_spec(quantize, block_size, config, continuing=source is not None)
     plan = _vocab_plan(vocab, teacher, source, train_data.texts, vocab_extra)
     if plan is not None:
@@ -192,6 +198,7 @@ def distill(
         source=source,
         keep=None if plan is None else plan.keep,
         shrink=shrink,
+        row_weights=piece_weights(train_ids, config.vocab_size) if config.embedding_size is not None else None,
     )
     if quant is not None:  # the weights train as the app will hold them
         fake_quantize_model(model, quant)

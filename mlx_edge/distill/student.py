@@ -136,11 +136,14 @@ def init_student(
     source: Path | None = None,
     keep: np.ndarray | None = None,
     shrink: ShrinkPlan | None = None,
+    row_weights: np.ndarray | None = None,
 ) -> BertForSequenceClassification:
     """A student initialized randomly, from a subset of teacher layers (DistilBERT), or from a directory.
 
     `keep`: the teacher's vocabulary rows a pruned student has (its word embeddings come from those rows).
     `shrink`: for `teacher` mode with a student narrower than the teacher, the parts to keep (shrink.py).
+    `row_weights`: per-piece weights of the SVD that splits the table when `config.embedding_size` is
+    set (factorize.py; also when a distilled student with full rows is continued factorized).
     """
     if mode not in INIT_MODES:
         raise DistillError(f"unknown init {mode!r}", f"use one of {', '.join(INIT_MODES)}")
@@ -149,6 +152,8 @@ def init_student(
             raise DistillError("--init student needs --student DIR (an existing student directory)")
 
         model = load_model(source, labels=config.labels, require_head=True)
+        if config.embedding_size is not None and model.config.embedding_size is None:
+            model = factorized_from(model, config, row_weights)  # --embedding-size on a distilled student
         model.train()
         return model
     if config.embedding_size is not None:  # built with full rows, then split (factorize.py)
@@ -156,7 +161,7 @@ def init_student(
             unfactorized(config), mode=mode, seed=seed, teacher=teacher, teacher_layers=teacher_layers,
             keep=keep, shrink=shrink,
         )  # fmt: skip
-        return factorized_from(full, config)
+        return factorized_from(full, config, row_weights)
     model = BertForSequenceClassification(config)
     init_weights(model, seed=seed)
     if mode == "teacher" and shrink is not None:
