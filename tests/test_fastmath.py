@@ -33,6 +33,20 @@ def test_gelu_values_and_gradients(fast, native):
     assert np.isfinite(value.item()) and np.isfinite(np.array(grad)).all()
 
 
+@pytest.mark.parametrize(
+    "fast, native", [(fastmath.gelu, nn.gelu), (fastmath.gelu_tanh, nn.gelu_approx)], ids=["gelu", "gelu_tanh"]
+)
+def test_gelu_forward_is_right_for_every_shape_it_is_called_with(fast, native):
+    # the forward is compiled shapeless (one kernel for all shapes): a shape-dependent trace would
+    # return the first call's shape or values for the later ones
+    rng = np.random.default_rng(0)
+    for shape in [(5, 3, 16), (7,), (2, 9, 4, 3), (5, 3, 16)]:
+        x = mx.array(rng.normal(scale=4.0, size=shape).astype(np.float32))
+        got = fast(x)
+        assert got.shape == x.shape
+        np.testing.assert_allclose(np.array(got), np.array(native(x)), atol=2e-6, rtol=1e-5)
+
+
 def test_switch(monkeypatch):
     monkeypatch.setenv("MLX_EDGE_FAST_MATH", "0")
     assert fastmath.enabled() is False
