@@ -15,6 +15,7 @@ from mlx_edge.models.builtin import builtin_status
 from mlx_edge.models.builtin_llm import builtin_llm_status
 from mlx_edge.runtime.blas import blas_info
 from mlx_edge.runtime.devices import mlx_gpu_kind, torch_backends_available
+from mlx_edge.runtime.memory import freed_memory_kept
 
 IS_LINUX = sys.platform.startswith("linux")
 IS_MAC = sys.platform == "darwin"
@@ -126,6 +127,7 @@ def probe_blas(seconds: float = 0.3) -> dict[str, object]:
         return {"name": "unknown", "error": str(exc)}
     info = blas_info()
     out: dict[str, object] = {"name": info.name, "library": info.library, "detail": info.detail}
+    out["freed_memory_kept"] = freed_memory_kept()  # runtime/memory.py (None: not glibc / not Linux)
     with mx.stream(mx.cpu):
         a, b = mx.random.normal((512, 512)), mx.random.normal((512, 512))
         mx.eval(a @ b)
@@ -177,6 +179,11 @@ def format_report(report: Report) -> str:
     lines.append(f"blas       MLX CPU uses {blas.get('name')}{speed} ({blas.get('detail', blas.get('error', ''))})")
     if IS_LINUX and blas.get("name") == "bundled reference BLAS":
         lines.append("           fix: apt-get install libopenblas0-pthread (MLX CPU is ~40x faster with it)")
+    if IS_LINUX and blas.get("freed_memory_kept") is False:
+        lines.append(
+            "memory     glibc hands freed buffers back to the kernel: MLX's fused CPU kernels fault their "
+            "outputs in again (up to ~7x slower); fix: unset MLX_EDGE_KEEP_FREED_MEMORY"
+        )
     lines.append(
         f"coreml     predict here: {'yes' if report.coreml_predict['possible'] else 'no'}"
         f" ({report.coreml_predict['detail']})"
