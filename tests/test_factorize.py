@@ -109,3 +109,25 @@ def test_a_distilled_student_is_split_by_its_training_datas_piece_counts(trained
         _distill(trained_teacher, toy_data, tmp_path / "z", "--student", "static", "--embedding-size", "8"),
         "--embedding-size does not apply to a static student",
     )
+
+
+def test_a_distilled_student_can_be_split_and_quantized_in_one_run(trained_teacher, toy_data, tmp_path):
+    config = tmp_path / "student.json"
+    config.write_text(json.dumps({"num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 4,
+                                  "intermediate_size": 64}))  # fmt: skip
+    full = tmp_path / "full"
+    made = _distill(trained_teacher, toy_data, full, "--student", str(config), "--epochs", "1", "--lr", "2e-3")
+    assert made.exit_code == 0, made.output
+    options = ["--student", str(full), "--embedding-size", "32", "--quantize", "int8", "--block-size", "32"]
+    done = _distill(trained_teacher, toy_data, tmp_path / "q", *options, "--epochs", "1", "--lr", "1e-5")
+    assert done.exit_code == 0, done.output
+    saved = json.loads((tmp_path / "q" / "config.json").read_text())
+    assert saved["embedding_size"] == 32
+    assert saved["quantization"] == {"bits": 8, "group_size": 32, "mode": "affine"}
+    # a quantized student's table cannot be split (its codes are not a float table): one line
+    options = ["--student", str(full), "--quantize", "int8", "--block-size", "32", "--epochs", "1", "--lr", "1e-5"]
+    assert _distill(trained_teacher, toy_data, tmp_path / "q2", *options).exit_code == 0
+    again = ["--student", str(tmp_path / "q2"), "--embedding-size", "16", "--quantize", "int8", "--epochs", "1"]
+    assert_one_line_error(
+        _distill(trained_teacher, toy_data, tmp_path / "r", *again), "is quantized: its table cannot be split"
+    )
