@@ -3,10 +3,11 @@
 The Linux mlx-cpu wheel evaluates transcendental functions one scalar at a time (2-core x86 box:
 `mx.exp` of 4.9M floats ~50 ms, an add ~3 ms), and GELU's forward plus its autodiff backward was
 most of a TinyBERT training step. Here `exp` is a Cody-Waite range reduction plus a degree-7
-polynomial (multiply/add/floor/bit ops, which `mx.compile` fuses); GELU's forward is erf or tanh
-as rational functions, compiled once for every shape (below), with a custom VJP: value-and-grad 3x
-faster, error a few 1e-7 — far inside the 1e-4 parity the tests hold the model to. The attention softmax uses the same exp (forward 2.5x,
-value-and-grad 1.9x faster at 16x12x128x128). On Metal and macOS the native functions are used.
+polynomial (multiply/add/floor/bit ops, which `mx.compile` fuses). GELU's forward is one
+shape-free compiled kernel (below) and each GELU has a custom VJP: value-and-grad 3x faster, error
+a few 1e-7, far inside the 1e-4 parity the tests hold the model to. The attention softmax uses the
+same exp (forward 2.5x, value-and-grad 1.9x faster at 16x12x128x128). On Metal and macOS the
+native functions are used.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ glibc serves a large malloc (above its mmap threshold: 128 KB, raised as big blo
 most 32 MB) with a fresh mmap and hands freed memory at the top of the heap back to the kernel, so
 the next buffer of that size is faulted in again, page by page. MLX's CPU backend allocates the
 outputs of its fused (mx.compile) kernels with malloc on every call; on this 2-core VM a page fault
-costs ~2.5 µs, and the exact-GELU kernel on 3M floats took 33 ms with 14,617 minor faults per
+costs ~2.5 µs, and a GELU kernel on 3M floats took 33 ms with 14,617 minor faults per
 call, 4.5 ms with none once freed memory stays in the process (at 1,048,575 floats there is no
 fault and no difference: the step was at 2^20 floats, 4 MB). PyTorch's CPU tensors come from the
 same malloc, so both backends run under the same setting. The cost: the process keeps its peak
