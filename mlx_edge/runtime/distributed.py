@@ -7,6 +7,7 @@ so the MLX paths keep working without it.
 
 from __future__ import annotations
 
+import atexit
 import os
 from dataclasses import dataclass
 
@@ -47,4 +48,15 @@ def init_ranks(backend: str = "gloo") -> Ranks:
 
     if not tdist.is_initialized():
         tdist.init_process_group(backend=backend)
+        # Without this, gloo's worker threads can still be alive while the interpreter shuts
+        # down; one of them then aborts the rank ("terminate called without an active exception",
+        # SIGABRT) after all its work is done and written. Destroying the group first is clean.
+        atexit.register(_destroy_process_group)
     return Ranks(tdist.get_rank(), tdist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def _destroy_process_group() -> None:
+    import torch.distributed as tdist
+
+    if tdist.is_initialized():
+        tdist.destroy_process_group()
