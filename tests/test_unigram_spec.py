@@ -18,10 +18,17 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from tokenizers import Tokenizer
+from tokenizers import Tokenizer, normalizers
 
 from mlx_edge.errors import ModelError
-from mlx_edge.models.unigram_spec import SPEC_FORMAT, charsmap_entries, unigram_spec, write_unigram_spec
+from mlx_edge.models.unigram_spec import (
+    SPEC_FORMAT,
+    charsmap_blob,
+    charsmap_entries,
+    spec_tokenizer_json,
+    unigram_spec,
+    write_unigram_spec,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "swift" / "Tests" / "MLXEdgeKitTests" / "Fixtures" / "unigram"
 SOURCE = "assets/multilingual-e5-small/tokenizer.json"
@@ -183,6 +190,63 @@ def test_charsmap_entries_reads_multi_codepoint_keys(original):
     entries = charsmap_entries(blob)
     assert len(entries) == 224711
     assert entries["\uff21"] == "A" and entries["\u1100\u1161\u11a8"] == "\uac01" and entries["\t"] == " "
+
+
+# ---------------------------------------------------------------------------------------------
+# The way back: a bundle ships the spec alone, and Python rebuilds the tokenizer from it
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_rebuilt_charsmap_holds_the_usable_keys_and_normalizes_as_the_original(spec, rust_normalizer):
+    """The darts array built from the spec's 7,563 pairs reads back as those pairs, is a third of the
+    original's size, and the Precompiled normalizer over it gives the original's output for every
+    scalar up to U+2FFFF (absent ones included: the lookup probes slots of the padded array) and for
+    every key."""
+    pairs = spec["normalizer"][0]["map"]
+    blob = charsmap_blob(tuple(p) for p in pairs)
+    assert charsmap_entries(blob) == dict(map(tuple, pairs))
+    (trie_bytes,) = struct.unpack_from("<I", blob, 0)
+    assert len(blob) < 100_000 and trie_bytes % (256 * 4) == 0  # whole 256-unit blocks
+    rebuilt = normalizers.Precompiled(blob)
+    scalars = [chr(c) for c in range(0x20, 0x30000) if not 0xD800 <= c < 0xE000]
+    texts = scalars + [k for k, _ in pairs] + ["s\u0301x", "\u1100\u1161\u11a8 ｱｲｳ ﾊﾟ"]
+    assert [t for t in texts if rebuilt.normalize_str(t) != rust_normalizer.normalize_str(t)] == []
+
+
+def test_a_small_charsmap_with_shared_prefixes_reads_back():
+    pairs = [("a", "A"), ("ab", "X"), ("abc", ""), ("\u00e9", "e"), ("e\u0301", "\u00e9"), ("\u4e00", "one")]
+    assert charsmap_entries(charsmap_blob(pairs)) == dict(pairs)
+    with pytest.raises(ModelError, match="empty"):
+        charsmap_blob([("", "x")])
+
+
+def test_the_spec_rebuilds_into_a_tokenizer_that_gives_the_originals_ids(spec, original):
+    document = spec_tokenizer_json(spec)
+    again = unigram_spec(document)
+    assert again["normalizer"][0]["unused_keys"] == 0  # only reachable keys are rebuilt
+    again["normalizer"][0]["unused_keys"] = spec["normalizer"][0]["unused_keys"]
+    assert again == spec
+    cases = json.loads((FIXTURES / "unigram_fixture.json").read_text(encoding="utf-8"))["cases"]
+    texts = [case["text"] for case in cases] + ["<s> raw </s> <mask>", "  two  spaces  ", ""]
+    ours = Tokenizer.from_str(json.dumps(document)).encode_batch(texts)
+    theirs = Tokenizer.from_str(json.dumps(original)).encode_batch(texts)
+    assert [e.ids for e in ours] == [e.ids for e in theirs]
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda s: s.update(format="other"), "is not an mlx-edge.unigram spec"),
+        (lambda s: s.pop("metaspace"), "lacks 'metaspace'"),
+        (lambda s: s.update(scores=s["scores"][:-1]), "pieces and"),
+        (lambda s: s["normalizer"].append({"type": "lowercase"}), "step 'lowercase' is unknown"),
+    ],
+)
+def test_a_spec_that_cannot_be_rebuilt_is_one_clear_error(change, message):
+    spec = unigram_spec(minimal())
+    change(spec)
+    with pytest.raises(ModelError, match=re.escape(message)):
+        spec_tokenizer_json(spec)
 
 
 def test_write_unigram_spec(tmp_path):

@@ -17,6 +17,7 @@ from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 
 from mlx_edge.errors import ModelError, UnknownTokensWarning
+from mlx_edge.models.unigram_spec import SPEC_FILE, spec_tokenizer_json
 
 # Above this share of unknown tokens a model trains on noise without knowing it (MiniLM reads
 # ~64% of the tokens of Chinese review text as [UNK]); a few percent is normal for rare symbols.
@@ -110,6 +111,10 @@ def load_tokenizer(model_dir: str | Path) -> TextTokenizer:
         except Exception as exc:  # tokenizers raises a plain Exception for malformed files
             raise ModelError(f"cannot read {model_dir / 'tokenizer.json'}: {exc}") from exc
         settings = _settings_from_normalizer(json.loads((model_dir / "tokenizer.json").read_text()), config)
+    elif (model_dir / SPEC_FILE).is_file():  # a bundle: the Unigram spec the app reads, and nothing else
+        document = _spec_document(model_dir / SPEC_FILE)
+        backend = Tokenizer.from_str(json.dumps(document))
+        settings = _settings_from_normalizer(document, config)
     elif (model_dir / "vocab.txt").is_file():
         settings = _settings_from_config(config)
         wrapper = BertWordPieceTokenizer(
@@ -126,10 +131,20 @@ def load_tokenizer(model_dir: str | Path) -> TextTokenizer:
         backend = wrapper._tokenizer
     else:
         raise ModelError(
-            f"{model_dir} has no tokenizer (tokenizer.json or vocab.txt)",
+            f"{model_dir} has no tokenizer (tokenizer.json, {SPEC_FILE} or vocab.txt)",
             "copy the tokenizer files of the model next to its config.json",
         )
     return TextTokenizer(backend, settings, model_dir)
+
+
+def _spec_document(path: Path) -> dict:
+    """The tokenizer.json a bundle's Unigram spec stands for (models/unigram_spec.py)."""
+    try:
+        return spec_tokenizer_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:  # ValueError covers JSON and UTF-8 errors
+        raise ModelError(f"cannot read {path}: {exc}", "export the bundle again") from exc
+    except ModelError as exc:
+        raise ModelError(f"{path}: {exc.message}", exc.hint) from exc
 
 
 def _read_json(path: Path) -> dict:

@@ -121,6 +121,72 @@ def _replacement(strings: bytes, start: int) -> str:
         raise _fail("the precompiled charsmap has a replacement that is not UTF-8") from None
 
 
+_OFFSET_LIMIT = 1 << 21  # a unit stores an XOR offset below this as it is (bits 10-30)
+
+
+def charsmap_blob(pairs) -> bytes:
+    """A Precompiled charsmap holding `pairs` ((key, replacement), keys non-empty): the darts double
+    array `charsmap_entries` reads back and tokenizers' Precompiled normalizer looks keys up in.
+
+    Built breadth first: each node takes the lowest base not used before whose slots (base ^ label
+    for each child's byte, and base itself for the value unit when a key ends there) are all free.
+    Distinct bases keep a lookup of an absent byte from landing on another node's child with the
+    same label; the array is padded to whole 256-unit blocks, since a lookup may probe any slot of
+    its node's block."""
+    strings, where = bytearray(), {}
+    root: dict = {}
+    for key, value in pairs:
+        if not key:
+            raise _fail("a charsmap key is empty")
+        if value not in where:
+            where[value] = len(strings)
+            strings += value.encode("utf-8") + b"\0"
+        node = root
+        for byte in key.encode("utf-8"):
+            node = node.setdefault(byte, {})
+        node[None] = where[value]  # the key ends here: its replacement's offset
+    units, taken, bases = [0] * 256, bytearray(256), set()
+    taken[0] = 1  # the root's unit
+    queue, first_free = [(0, root)], 1
+    for pos, node in queue:  # grows as children are placed: breadth first
+        labels = sorted(b for b in node if b is not None)
+        slots = labels + ([0] if None in node else [])
+        first_free = _free_from(taken, first_free)
+        free = first_free  # try the free slots in order as the first label's
+        base = free ^ slots[0]
+        while base in bases or any(_slot_taken(taken, base ^ c) for c in slots[1:]):
+            free = _free_from(taken, free + 1)
+            base = free ^ slots[0]
+        if base >= len(taken):
+            more = (base | 0xFF) + 1 - len(taken)
+            taken += bytearray(more)
+            units += [0] * more
+        offset = pos ^ base
+        if offset >= _OFFSET_LIMIT:
+            raise _fail("the charsmap is too large for a darts double array")
+        bases.add(base)
+        units[pos] |= offset << 10
+        if None in node:
+            units[base] = (1 << 31) | node[None]
+            taken[base] = 1
+        for c in labels:
+            child = node[c]
+            units[base ^ c] = c | ((None in child) << 8)
+            taken[base ^ c] = 1
+            queue.append((base ^ c, child))
+    return struct.pack("<I", 4 * len(units)) + struct.pack(f"<{len(units)}I", *units) + bytes(strings)
+
+
+def _free_from(taken: bytearray, pos: int) -> int:
+    """The first free slot at or after `pos` (slots past the array are free)."""
+    found = taken.find(0, pos)
+    return found if found >= 0 else max(pos, len(taken))
+
+
+def _slot_taken(taken: bytearray, pos: int) -> bool:
+    return pos < len(taken) and taken[pos] == 1
+
+
 # --------------------------------------------------------------------------------------------
 # tokenizer.json -> spec
 # --------------------------------------------------------------------------------------------
@@ -284,3 +350,75 @@ def _metaspace(pre) -> dict:
     if scheme != "always" or split is not True:
         raise _fail(f"Metaspace prepend_scheme {scheme!r} split {split!r}: MLXEdgeKit implements 'always' with split")
     return {"replacement": replacement, "prepend_scheme": scheme, "split": True}
+
+
+# --------------------------------------------------------------------------------------------
+# spec -> tokenizer.json: a bundle ships the spec alone (what the app reads); Python rebuilds the
+# `tokenizers` document from it to tokenize as the app does.
+# --------------------------------------------------------------------------------------------
+
+
+def spec_tokenizer_json(spec: dict) -> dict:
+    """The tokenizer.json that `unigram_spec` turns into `spec` again (its charsmap holds only the
+    keys a lookup can reach, so `unused_keys` comes back 0): Unigram pieces and scores, the
+    Precompiled charsmap rebuilt from the spec's pairs, Metaspace, `<s> $A </s>`."""
+    if not isinstance(spec, dict) or spec.get("format") != SPEC_FORMAT:
+        raise ModelError(f"the document is not an {SPEC_FORMAT} spec", "export the bundle again")
+    try:
+        pieces, scores, steps = spec["pieces"], spec["scores"], spec["normalizer"]
+        ids = {role: spec[f"{role}_id"] for role in SPECIALS}
+        space = spec["metaspace"]["replacement"]
+        added = [{"id": t["id"], "content": t["content"]} for t in spec["added_tokens"]]
+    except (KeyError, TypeError) as exc:
+        raise ModelError(f"the spec lacks {exc}", "export the bundle again") from None
+    if len(pieces) != len(scores):
+        raise ModelError(f"the spec has {len(pieces)} pieces and {len(scores)} scores", "export the bundle again")
+    normalizers = []
+    for step in steps:
+        if step.get("type") == "charsmap":
+            blob = charsmap_blob(tuple(pair) for pair in step["map"])
+            normalizers.append({"type": "Precompiled", "precompiled_charsmap": base64.b64encode(blob).decode("ascii")})
+        elif step.get("type") == "collapse_spaces":
+            normalizers.append({"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "})
+        else:
+            raise ModelError(f"the spec's normalizer step {step.get('type')!r} is unknown", "export the bundle again")
+    metaspace = {"type": "Metaspace", "replacement": space, "prepend_scheme": "always", "split": True}
+    bos, eos = pieces[ids["bos"]], pieces[ids["eos"]]
+
+    def special(token: str) -> dict:
+        return {"SpecialToken": {"id": token, "type_id": 0}}
+
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {**t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+            for t in added
+        ],
+        "normalizer": {"type": "Sequence", "normalizers": normalizers} if normalizers else None,
+        "pre_tokenizer": metaspace,
+        "post_processor": {
+            "type": "TemplateProcessing",
+            "single": [special(bos), {"Sequence": {"id": "A", "type_id": 0}}, special(eos)],
+            "pair": [
+                special(bos),
+                {"Sequence": {"id": "A", "type_id": 0}},
+                special(eos),
+                special(eos),
+                {"Sequence": {"id": "B", "type_id": 0}},
+                special(eos),
+            ],
+            "special_tokens": {
+                bos: {"id": bos, "ids": [ids["bos"]], "tokens": [bos]},
+                eos: {"id": eos, "ids": [ids["eos"]], "tokens": [eos]},
+            },
+        },
+        "decoder": metaspace,
+        "model": {
+            "type": "Unigram",
+            "unk_id": ids["unk"],
+            "vocab": [[p, s] for p, s in zip(pieces, scores)],
+            "byte_fallback": False,
+        },
+    }
