@@ -56,7 +56,7 @@ def init_ranks(backend: str = "gloo") -> Ranks:
 
 
 def _destroy_process_group() -> None:
-    import torch.distributed as tdist
+    import torch.distributed as tdist  # lazy: optional, torchrun only
 
     if tdist.is_initialized():
         tdist.destroy_process_group()
