@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,9 +160,35 @@ def convert(module, *, outputs: list[str], seq: SequenceLengths, precision: str,
             ) from exc
 
 
+def block_for(width: int, block_size: int) -> int:
+    """Weights per scale for a weight `width` inputs wide: the largest divisor of `width` up to
+    `block_size` (a 312-wide student takes 26 at 32 and 104 at 128; a 1200-wide FFN 30 and 120)."""
+    return max(d for d in range(1, min(width, block_size) + 1) if width % d == 0)
+
+
+def weight_widths(mlmodel) -> dict[str, int]:
+    """Input width of each weight coremltools would compress (over 2048 elements), by const name:
+    axis 1 for linear and gather (an embedding table's row width), as coremltools picks it; a weight
+    that feeds anything else gets the width common to its last two axes."""
+    import coremltools.optimize.coreml as cto  # lazy: import_coremltools() turns a broken install into one line
+
+    widths = {}
+    with quiet_coremltools():
+        metadata = cto.get_weights_metadata(mlmodel, weight_threshold=2048)
+    for name, meta in metadata.items():
+        shape = meta.val.shape
+        if len(shape) < 2:
+            continue
+        if all(child.op_type in ("linear", "gather") for child in meta.child_ops):
+            widths[name] = shape[1]
+        else:
+            widths[name] = math.gcd(shape[-1], shape[-2])
+    return widths
+
+
 def compress(mlmodel, *, quantize: str, palettize_bits: int = 6, palettize_mode: str = "kmeans", block_size: int = 32):
     """Weight compression through coremltools.optimize: int8 linear (per output channel), int8 or
-    int4 linear per block of `block_size` input weights (iOS 18), or an n-bit LUT. Symmetric: no
+    int4 linear per block of at most `block_size` input weights (iOS 18; `block_for`), or an n-bit LUT. Symmetric: no
     offsets, w = scale * q. coremltools leaves weights of 2048 elements or fewer as they are."""
     if quantize == "none":
         return mlmodel
@@ -172,10 +199,18 @@ def compress(mlmodel, *, quantize: str, palettize_bits: int = 6, palettize_mode:
             config = cto.OptimizationConfig(global_config=cto.OpLinearQuantizerConfig(mode="linear_symmetric"))
             return cto.linear_quantize_weights(mlmodel, config)
         if quantize in BLOCK_MODES:
-            op = cto.OpLinearQuantizerConfig(
-                mode="linear_symmetric", dtype=BLOCK_MODES[quantize], granularity="per_block", block_size=block_size
+
+            def op(size: int):
+                return cto.OpLinearQuantizerConfig(
+                    mode="linear_symmetric", dtype=BLOCK_MODES[quantize], granularity="per_block", block_size=size
+                )
+
+            # Each weight its own block: the largest divisor of its input width up to block_size.
+            sizes = {name: block_for(width, block_size) for name, width in weight_widths(mlmodel).items()}
+            config = cto.OptimizationConfig(
+                global_config=op(block_size), op_name_configs={name: op(size) for name, size in sizes.items()}
             )
-            return cto.linear_quantize_weights(mlmodel, cto.OptimizationConfig(global_config=op))
+            return cto.linear_quantize_weights(mlmodel, config)
         if palettize_mode == "kmeans":
             try:
                 import sklearn  # noqa: F401  # lazy: coremltools k-means needs it; probed only for palettize

@@ -2,7 +2,8 @@
 
 No path outside the bundle is read (a manifest path or a symlink that leads out is refused). Names,
 shapes and dtypes against the manifest; sha256 of every file; a Unigram bundle's tokenizer spec
-against its tokenizer.json; the labels and the vocabulary against what the models record
+against the tokenizer it rebuilds into (or its tokenizer.json, exported with --extras tokenizer-json),
+the bundle's texts then tokenized from the spec as the app does; the labels and the vocabulary against what the models record
 (`bundle/trust.py`); the programs' weights against the student's; numeric alignment MLX student vs
 PyTorch mirror vs ONNX Runtime vs the converted mlprogram (run op by op in NumPy, and by CoreML
 itself on macOS); extreme inputs; the updatable head's spec and a NumPy simulation of MLUpdateTask on it.
@@ -18,6 +19,7 @@ from mlx_edge.bundle.layout import manifest_problems, read_manifest, refuse_esca
 from mlx_edge.bundle.tokenizer_spec import check_tokenizer_spec
 from mlx_edge.bundle.trust import check_labels, check_vocabulary, read_specs
 from mlx_edge.bundle.verify import CheckReport, default_texts, load_student, verify_artifacts
+from mlx_edge.errors import ModelError
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.runtime.devices import mlx_device
 
@@ -72,7 +74,13 @@ def check_bundle(
     specs = read_specs(bundle, manifest)
     report.results.append(check_labels(manifest, specs, student.config.labels if student is not None else None))
     report.results.append(check_vocabulary(bundle, manifest, specs))
-    tokenizer = load_tokenizer(bundle)
+    try:
+        tokenizer = load_tokenizer(bundle)
+    except ModelError as exc:  # e.g. a spec that no longer rebuilds: nothing left to run the programs on
+        report.results.append(
+            CheckResult("tokenizer.load", False, f"the bundle's tokenizer cannot be read: {exc.message}")
+        )
+        return report
     texts = texts if texts is not None else default_texts(n_texts)
     report.results += verify_artifacts(
         bundle, manifest, student=student, mirror=mirror, tokenizer=tokenizer, texts=texts

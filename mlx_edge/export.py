@@ -2,9 +2,10 @@
 
 safetensors -> PyTorch mirror (parity with MLX checked) -> `torch.jit.trace` -> coremltools:
 Encoder.mlpackage (ids -> embedding, logits), the updatable Head.mlmodel (embedding -> probs), tokenizer
-files (a Unigram student's also as the spec MLXEdgeKit tokenizes from, unigram_spec.json) and
-manifest.json: what the app loads, once. On request (`extras`) also Classifier.mlpackage (ids ->
-probabilities: the encoder's weights again) and model.onnx (fp32). The CoreML models carry the labels
+files (a Unigram student's as the spec MLXEdgeKit tokenizes from, unigram_spec.json, in place of its
+tokenizer.json) and manifest.json: what the app loads, once. On request (`extras`) also
+Classifier.mlpackage (ids -> probabilities: the encoder's weights again), model.onnx (fp32) and a
+Unigram student's tokenizer.json. The CoreML models carry the labels
 and the tokenizer files' sha256 in their metadata, for `check` to hold the manifest to. Everything is
 written to a temporary directory beside `out_dir`, checked, and renamed into place at the end.
 """
@@ -12,7 +13,6 @@ written to a temporary directory beside `out_dir`, checked, and renamed into pla
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import sys
@@ -48,7 +48,7 @@ from mlx_edge.bundle.layout import (
     tool_versions,
     weights_sha256,
 )
-from mlx_edge.bundle.tokenizer_spec import check_tokenizer_spec, write_tokenizer_spec
+from mlx_edge.bundle.tokenizer_spec import check_tokenizer_spec, spec_tokenizer, write_tokenizer_spec
 from mlx_edge.bundle.verify import default_texts, verify_artifacts
 from mlx_edge.errors import ExportError
 from mlx_edge.fileio import (
@@ -108,7 +108,7 @@ def export_bundle(
     `seq_len`: 128, "16-128" or "32,64,128"; None takes the max length the student was distilled
     with (its mlx_edge_manifest.json), else 128, within its position embeddings.
     `device` is where the MLX student runs for the parity reference (`--device`).
-    `extras`: "classifier" and/or "onnx", the artifacts the app does not load (see bundle/layout.py).
+    `extras`: "classifier", "onnx" and/or "tokenizer-json", what the app does not load (see bundle/layout.py).
     `block_size`: weights per scale with quantize "int8-block" / "int4-block" (iOS18); it must divide
     the student's hidden and intermediate sizes (the input widths of its weights).
     """
@@ -187,8 +187,9 @@ def _check_choice(what: str, value: str, allowed) -> None:
 
 
 def _check_blocks(quantize: str, block_size: int, min_target: str, config) -> None:
-    """A block-wise mode needs iOS 18 and a block size that divides every weight's input width:
-    coremltools would leave a weight it does not divide uncompressed, without a word."""
+    """A block-wise mode needs iOS 18, and each weight width a divisor near the block size: a weight
+    takes the largest divisor of its input width up to --block-size (`block_for`), and one below
+    half of it would spend many more scales than asked for (a prime width: one per weight)."""
     if quantize not in BLOCK_MODES:
         return
     if min_target != "iOS18":
@@ -197,17 +198,31 @@ def _check_blocks(quantize: str, block_size: int, min_target: str, config) -> No
             "(constexpr_blockwise_shift_scale) run on iOS 18 / macOS 15 and later",
             "add --min-target iOS18, or use --quantize int8 (per channel, iOS 16)",
         )
-    embedding = getattr(config, "embedding_size", None)  # a factorized table's rows are weights too
-    widths = sorted({config.hidden_size, config.intermediate_size, embedding or config.hidden_size})
-    if block_size < 1 or any(w % block_size for w in widths):
-        common = math.gcd(*widths)
-        fits = [d for d in range(min(common, 64), 0, -1) if common % d == 0]
-        raise ExportError(
-            f"--block-size {block_size} does not divide the student's weight widths "
-            f"(hidden {config.hidden_size}, intermediate {config.intermediate_size}"
-            + (f", embedding {embedding})" if embedding else ")"),
-            f"use --block-size {fits[0]}" + (f" (or {', '.join(map(str, fits[1:3]))})" if len(fits) > 1 else ""),
+    widths = _weight_widths(config)
+    poor = {name: w for name, w in widths.items() if 2 * cx.block_for(w, block_size) < min(block_size, w)}
+    if block_size < 1 or poor:
+        fits = [
+            b
+            for b in (8, 16, 24, 32, 48, 64, 96, 128, 256)
+            if not any(2 * cx.block_for(w, b) < min(b, w) for w in widths.values())
+        ]
+        listed = ", ".join(
+            f"{name} {w} (largest divisor up to {block_size}: {cx.block_for(w, max(block_size, 1))})"
+            for name, w in (poor or widths).items()
         )
+        raise ExportError(
+            f"--block-size {block_size} fits the student's weight widths badly: {listed}",
+            f"use --block-size {min(fits, key=lambda b: abs(b - block_size))}" if fits else "use --quantize int8",
+        )
+
+
+def _weight_widths(config) -> dict[str, int]:
+    embedding = getattr(config, "embedding_size", None)  # a factorized table's rows are weights too
+    return {
+        "hidden": config.hidden_size,
+        "intermediate": config.intermediate_size,
+        **({"embedding": embedding} if embedding else {}),
+    }
 
 
 def _replace(tmp: Path, out_dir: Path, *, force: bool) -> None:
@@ -252,7 +267,12 @@ def _build(
     config = student.config
     tokenizer = load_tokenizer(student_dir)
     spec_file = write_tokenizer_spec(tokenizer, student_dir, tmp)
-    tokenizer_files = copy_tokenizer_files(student_dir, tmp) + ([spec_file] if spec_file else [])
+    spec_only = spec_file is not None and "tokenizer-json" not in extras  # the app's one tokenizer file
+    tokenizer_files = copy_tokenizer_files(student_dir, tmp, unigram_spec=spec_only) + (
+        [spec_file] if spec_file else []
+    )
+    if spec_only:  # from here on, tokenize as the app will: from the spec (proven equal on texts and probes)
+        tokenizer = spec_tokenizer(tokenizer, tmp, texts, max_length=max(seq.max, 512))
     weights = read_student_weights(student_dir)
     codes = student_codes(student_dir)  # a quantized student's own codes go into the programs as they are
     mirror = load_mirror(weights, config, source=student_dir)
@@ -330,7 +350,7 @@ def _build(
         "max_length": seq.max,
         "sequence_length": seq.to_dict(),
         "precision": precision,
-        "quantize": _quantize_entry(**compression) | ({"codes": "student"} if codes else {}),
+        "quantize": _quantize(compression, codes, config),
         "compute_units": compute_units,
         "minimum_deployment_target": min_target,
         "tokenizer": tokenizer_entry(tokenizer, tokenizer_files, seq, spec_file),
@@ -437,11 +457,25 @@ def _head(weights: dict, training: HeadTraining, tmp: Path, *, about: str, meta:
     }
 
 
-def _quantize_entry(*, quantize: str, palettize_bits: int, palettize_mode: str, block_size: int) -> dict:
+def _quantize(compression: dict, codes, config) -> dict:
+    """The manifest's quantize entry; a quantized student's codes keep its own (MLX) group size."""
+    if codes:
+        return _quantize_entry(**compression, widths={}) | {"codes": "student"}
+    return _quantize_entry(**compression, widths=_weight_widths(config))
+
+
+def _quantize_entry(
+    *, quantize: str, palettize_bits: int, palettize_mode: str, block_size: int, widths: dict[str, int]
+) -> dict:
     if quantize == "palettize":
         return {"mode": quantize, "bits": palettize_bits, "method": palettize_mode}
     if quantize in BLOCK_MODES:
-        return {"mode": quantize, "bits": {"int8": 8, "int4": 4}[BLOCK_MODES[quantize]], "block_size": block_size}
+        return {
+            "mode": quantize,
+            "bits": {"int8": 8, "int4": 4}[BLOCK_MODES[quantize]],
+            "block_size": block_size,
+            **({"block_sizes": {name: cx.block_for(w, block_size) for name, w in widths.items()}} if widths else {}),
+        }
     return {"mode": quantize}
 
 

@@ -234,7 +234,7 @@ class ExportSettings(StageSettings):
         "block_size": Limit(1, 4096),
     }
     # Artifacts a bundle holds only when asked for: the app needs neither (see bundle/layout.py).
-    EXTRAS: ClassVar[tuple[str, ...]] = ("classifier", "onnx")
+    EXTRAS: ClassVar[tuple[str, ...]] = ("classifier", "onnx", "tokenizer-json")
 
     seq_len: str | None = None  # None: the student's distilled max length
     precision: str = "fp16"
@@ -254,7 +254,8 @@ class ExportSettings(StageSettings):
     description: str = ""
     n_texts: int = 32
     device: str = "auto"
-    extras: tuple[str, ...] = ()  # of EXTRAS: "classifier" (Classifier.mlpackage), "onnx" (model.onnx)
+    extras: tuple[str, ...] = ()  # of EXTRAS: "classifier" (Classifier.mlpackage), "onnx" (model.onnx),
+    # "tokenizer-json" (a Unigram student's tokenizer.json beside the spec the app reads)
 
     def __post_init__(self):
         super().__post_init__()

@@ -10,6 +10,7 @@ above coremltools' compression threshold, so the layers are compressed, not only
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -46,7 +47,12 @@ def _results(manifest_or_report) -> dict:
 @pytest.mark.parametrize("mode, bits", [("int8-block", 8), ("int4-block", 4)])
 def test_block_mode_exports_and_passes_its_stated_tolerances(mode, bits):
     m = _manifest(_bundle(mode))
-    assert m["quantize"] == {"mode": mode, "bits": bits, "block_size": 32}
+    assert m["quantize"] == {
+        "mode": mode,
+        "bits": bits,
+        "block_size": 32,
+        "block_sizes": {"hidden": 32, "intermediate": 32},  # the wide student: 64 and 128 inputs
+    }
     assert m["minimum_deployment_target"] == "iOS18"
     results = _results(m)
     assert all(r["ok"] for r in results.values()), [r for r in results.values() if not r["ok"]]
@@ -145,8 +151,12 @@ def test_a_corrupted_quantized_weight_is_caught(mode, part, tmp_path):
     [
         (("--quantize", "int8-block"), ["needs --min-target iOS18", "constexpr_blockwise_shift_scale"]),
         (
-            ("--quantize", "int4-block", *IOS18, "--block-size", "24"),
-            ["--block-size 24 does not divide", "hidden 32, intermediate 48", "use --block-size 16 (or 8, 4)"],
+            ("--quantize", "int4-block", *IOS18, "--block-size", "32"),
+            [
+                "--block-size 32 fits the student's weight widths badly",
+                "intermediate 47 (largest divisor up to 32: 1)",  # a prime width: a scale per weight
+                "use --block-size 48",
+            ],
         ),
     ],
     ids=["target", "block-size"],
@@ -158,8 +168,11 @@ def test_a_block_mode_that_cannot_work_is_refused_before_converting(options, fra
         raise AssertionError("converted before refusing")
 
     monkeypatch.setattr(mlx_edge.export, "load_model", no_conversion)
+    student = shutil.copytree(tiny_student(), tmp_path / "student")
+    config = json.loads((student / "config.json").read_text())
+    (student / "config.json").write_text(json.dumps({**config, "intermediate_size": 47}))
     out = tmp_path / "bundle"
-    result = CliRunner().invoke(main, ["export", str(tiny_student()), "--out", str(out), "--quiet", *options])
+    result = CliRunner().invoke(main, ["export", str(student), "--out", str(out), "--quiet", *options])
     assert result.exit_code == ExportError.exit_code
     assert_one_line_error(result, *fragments)
     assert not out.exists()
@@ -168,3 +181,23 @@ def test_a_block_mode_that_cannot_work_is_refused_before_converting(options, fra
 def test_the_tiny_student_with_a_block_that_divides_it():
     m = _manifest(exported("--quantize", "int4-block", *IOS18, "--block-size", "16"))
     assert m["quantize"]["block_size"] == 16 and m["checks"]["passed"]
+
+
+def test_each_weight_takes_the_largest_divisor_of_its_width_up_to_the_block_size():
+    """--block-size 24 on widths 32 and 48 (the tiny student): 16 for every 32-wide weight (24 does
+    not divide 32), 24 for the 48-wide FFN output, which is under coremltools' 2048-element threshold
+    here and stays fp16; the program's scales say so weight by weight, and it passes check."""
+    from bridges.mil_numpy import load_program
+
+    bundle = exported("--quantize", "int8-block", *IOS18, "--block-size", "24")
+    m = _manifest(bundle)
+    assert m["quantize"]["block_sizes"] == {"hidden": 16, "intermediate": 24} and m["checks"]["passed"]
+    config = json.loads((tiny_student() / "config.json").read_text())
+    program = load_program(bundle / "Encoder.mlpackage")
+    blocks = {}
+    for op in program.functions["main"].operations:
+        if op.op_type == "constexpr_blockwise_shift_scale":
+            rows, cols = op.data.val.shape
+            assert op.scale.val.shape[0] == rows
+            blocks[cols] = cols // op.scale.val.shape[1]
+    assert blocks == {config["hidden_size"]: 16} and config["hidden_size"] * config["intermediate_size"] <= 2048

@@ -67,15 +67,25 @@ def test_a_malformed_unigram_tokenizer_is_one_line(unigram_dir, tmp_path):
     assert_one_line_error(result, "tokenizer.json")
 
 
-@pytest.fixture(scope="module")
-def unigram_bundle(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("unigram-export")
+def _export_unigram(tmp, *extra: str):
     student = build_tiny_unigram_bert(tmp / "student", seed=3, initializer_range=0.2)
     out = tmp / "bundle"
-    args = ["export", str(student), "--out", str(out), "--seq-len", "32", "--texts", "8", "--quiet"]
+    args = ["export", str(student), "--out", str(out), "--seq-len", "32", "--texts", "8", "--quiet", *extra]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     return out
+
+
+@pytest.fixture(scope="module")
+def unigram_bundle(tmp_path_factory):
+    """The default bundle: the spec is the one tokenizer file (no tokenizer.json)."""
+    return _export_unigram(tmp_path_factory.mktemp("unigram-export"))
+
+
+@pytest.fixture(scope="module")
+def unigram_bundle_with_json(tmp_path_factory):
+    """--extras tokenizer-json: the student's tokenizer.json beside the spec, which check compares."""
+    return _export_unigram(tmp_path_factory.mktemp("unigram-export-json"), "--extras", "tokenizer-json")
 
 
 @pytest.mark.slow
@@ -84,9 +94,9 @@ def test_a_unigram_student_exports_and_passes_check(unigram_bundle):
     tokenizer = manifest["tokenizer"]
     assert tokenizer["type"] == "unigram"
     assert (tokenizer["pad_id"], tokenizer["unk_token"]) == (1, "<unk>")
-    assert tokenizer["vocab_file"] is None and "tokenizer.json" in tokenizer["files"]
-    assert tokenizer["spec_file"] == "unigram_spec.json" and "unigram_spec.json" in tokenizer["files"]
-    assert "unigram_spec.json" in manifest["files"]
+    assert tokenizer["vocab_file"] is None and tokenizer["files"] == ["tokenizer_config.json", "unigram_spec.json"]
+    assert tokenizer["spec_file"] == "unigram_spec.json" and "unigram_spec.json" in manifest["files"]
+    assert not (unigram_bundle / "tokenizer.json").exists()  # the app reads the spec: one tokenizer file
     spec = json.loads((unigram_bundle / "unigram_spec.json").read_text(encoding="utf-8"))
     assert len(spec["pieces"]) == tokenizer["vocab_size"] and spec["pad_id"] == 1
     assert next(r for r in manifest["checks"]["results"] if r["name"] == "tokenizer.spec")["ok"]
@@ -94,7 +104,31 @@ def test_a_unigram_student_exports_and_passes_check(unigram_bundle):
     assert check.exit_code == 0, check.output
     report = json.loads(check.output)
     assert report["ok"] is True
-    assert next(r for r in report["results"] if r["name"] == "tokenizer.spec")["ok"]
+    spec_result = next(r for r in report["results"] if r["name"] == "tokenizer.spec")
+    assert spec_result["ok"] and "rebuilds into the tokenizer it describes" in spec_result["detail"]
+
+
+@pytest.mark.slow
+def test_the_bundle_tokenizes_from_its_spec_as_the_student_does(unigram_bundle):
+    """Python reads the bundle's tokenizer from the spec alone (as the app does): the same ids as the
+    student's own tokenizer.json on mixed text, probes of normalization included."""
+    from mlx_edge.bundle.tokenizer_spec import PROBES
+
+    texts = ["Pay the electricity bill", "ｱｲｳ ＡＢＣ ﬁne", "  two  spaces ", "<s> raw </s>", *PROBES]
+    student = unigram_bundle.parent / "student"
+    ours = load_tokenizer(unigram_bundle).encode_batch(texts, max_length=64)
+    assert ours == load_tokenizer(student).encode_batch(texts, max_length=64)
+    assert any(len(ids) > 2 for ids in ours)
+
+
+@pytest.mark.slow
+def test_with_extras_the_tokenizer_json_rides_along_and_is_compared(unigram_bundle_with_json):
+    manifest = json.loads((unigram_bundle_with_json / "manifest.json").read_text())
+    assert (
+        "tokenizer.json" in manifest["tokenizer"]["files"] and (unigram_bundle_with_json / "tokenizer.json").is_file()
+    )
+    result = next(r for r in check_bundle(unigram_bundle_with_json, n_texts=2).results if r.name == "tokenizer.spec")
+    assert result.ok and "is tokenizer.json's spec" in result.detail
 
 
 def _tampered(bundle, dest, change, *, reseal: bool = True):
@@ -132,18 +166,39 @@ def _spec_result(bundle):
     ],
     ids=["pieces", "scores", "pad id", "charsmap"],
 )
-def test_a_tampered_unigram_spec_fails_check(unigram_bundle, tmp_path, change, message):
-    report, result = _spec_result(_tampered(unigram_bundle, tmp_path / "b", change))
+def test_a_tampered_unigram_spec_fails_check(unigram_bundle_with_json, tmp_path, change, message):
+    report, result = _spec_result(_tampered(unigram_bundle_with_json, tmp_path / "b", change))
     assert not report.ok and not result.ok and message in result.detail, result.detail
     # resealed: only the spec check and the sha256 the models recorded at export (bundle/trust.py) can tell
     assert [r.name for r in report.failed] == ["tokenizer.spec", "tokenizer.vocabulary"]
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(
+    "change, failed",
+    [
+        (_swap_pieces, ["tokenizer.vocabulary"]),
+        (lambda spec: spec["normalizer"].pop(0), ["tokenizer.vocabulary"]),
+        (lambda spec: spec.update(pad_id=2), ["tokenizer.spec", "tokenizer.vocabulary"]),
+        (
+            lambda spec: spec.update(scores=spec["scores"][:-1]),
+            ["tokenizer.spec", "tokenizer.vocabulary", "tokenizer.load"],
+        ),
+    ],
+    ids=["pieces", "charsmap", "pad id", "scores cut"],
+)
+def test_a_tampered_spec_alone_fails_check(unigram_bundle, tmp_path, change, failed):
+    """Without tokenizer.json, the sha256 the models recorded at export catches any edit of the
+    resealed spec; one that no longer rebuilds or disagrees with the manifest fails the spec check too."""
+    report, _ = _spec_result(_tampered(unigram_bundle, tmp_path / "b", change))
+    assert [r.name for r in report.failed] == failed
+
+
+@pytest.mark.slow
 def test_a_missing_or_unlisted_spec_fails_check(unigram_bundle, tmp_path):
     unsealed = _tampered(unigram_bundle, tmp_path / "unsealed", _swap_pieces, reseal=False)
     failed = {r.name for r in check_bundle(unsealed, n_texts=2).failed}
-    assert failed == {"files.sha256", "tokenizer.spec", "tokenizer.vocabulary"}
+    assert failed == {"files.sha256", "tokenizer.vocabulary"}  # the swap still rebuilds: the digests tell
     missing = shutil.copytree(unigram_bundle, tmp_path / "missing")
     (missing / "unigram_spec.json").unlink()
     assert "unigram_spec.json (tokenizer.spec_file) is missing" in _spec_result(missing)[1].detail

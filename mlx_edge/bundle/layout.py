@@ -30,7 +30,7 @@ ENCODER_FILE, CLASSIFIER_FILE, HEAD_FILE, ONNX_FILE = (
 # What MLXEdgeKit loads is in every bundle; the extras only when asked for (`--extras`): the
 # combined classifier carries the encoder's weights a second time, the ONNX model is fp32.
 REQUIRED_MODELS = ("encoder", "head")
-EXTRAS = ExportSettings.EXTRAS  # ("classifier", "onnx")
+EXTRAS = ExportSettings.EXTRAS  # ("classifier", "onnx", "tokenizer-json")
 MODEL_FILES = {"encoder": ENCODER_FILE, "head": HEAD_FILE, "classifier": CLASSIFIER_FILE, "onnx": ONNX_FILE}
 MANIFEST = "manifest.json"
 # User-defined metadata export writes into the CoreML models, so that check can compare what the

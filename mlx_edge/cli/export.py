@@ -153,7 +153,9 @@ def _seq_len(ctx, param, value):
     callback=_extras,
     metavar="LIST",
     help="Also write what the app does not load, comma-separated: classifier (Classifier.mlpackage, ids -> "
-    "probabilities: the encoder's weights a second time) and/or onnx (model.onnx, fp32). Default: none.",
+    "probabilities: the encoder's weights a second time), onnx (model.onnx, fp32), tokenizer-json (a "
+    "SentencePiece student's tokenizer.json beside unigram_spec.json, which the app and `check` read). "
+    "Default: none.",
 )
 @click.option("--allow-failed-checks", is_flag=True, help="Write the bundle even if a check fails (recorded).")
 @click.option("--force", is_flag=True, help="Replace an existing bundle at --out.")
@@ -191,7 +193,7 @@ def export(
 
     Writes what the app loads: Encoder.mlpackage (ids -> embedding, logits), Head.mlmodel
     (embedding -> probs, updatable with MLUpdateTask), the tokenizer files and manifest.json.
-    --extras adds Classifier.mlpackage (ids -> probabilities) and/or model.onnx. The bundle is
+    --extras adds Classifier.mlpackage (ids -> probabilities), model.onnx and/or tokenizer.json. The bundle is
     checked before it is renamed into place: a failed export leaves nothing behind.
 
     \b

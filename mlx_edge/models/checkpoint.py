@@ -137,14 +137,17 @@ def save_model(model: BertForSequenceClassification, out_dir: Path, *, tokenizer
     return out_dir
 
 
-def copy_tokenizer_files(src: Path, dst: Path) -> list[str]:
-    """Copy the tokenizer files; `dst` always ends up with a vocab.txt (the Swift tokenizer reads it)."""
+def copy_tokenizer_files(src: Path, dst: Path, *, unigram_spec: bool = False) -> list[str]:
+    """Copy the tokenizer files; `dst` always ends up with a vocab.txt (the Swift tokenizer reads it),
+    unless `unigram_spec`: then the app reads the spec beside them, and tokenizer.json is left out."""
     copied = []
     for name in TOKENIZER_FILES:
+        if unigram_spec and name in ("tokenizer.json", "vocab.txt"):
+            continue
         if (src / name).is_file() and (src.resolve() != dst.resolve()):
             shutil.copyfile(src / name, dst / name)
             copied.append(name)
-    if ensure_vocab_txt(dst) and "vocab.txt" not in copied:
+    if not unigram_spec and ensure_vocab_txt(dst) and "vocab.txt" not in copied:
         copied.append("vocab.txt")
     return copied
 
