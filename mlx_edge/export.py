@@ -109,8 +109,8 @@ def export_bundle(
     with (its mlx_edge_manifest.json), else 128, within its position embeddings.
     `device` is where the MLX student runs for the parity reference (`--device`).
     `extras`: "classifier", "onnx" and/or "tokenizer-json", what the app does not load (see bundle/layout.py).
-    `block_size`: weights per scale with quantize "int8-block" / "int4-block" (iOS18); it must divide
-    the student's hidden and intermediate sizes (the input widths of its weights).
+    `block_size`: the most weights per scale with quantize "int8-block" / "int4-block" (iOS18); each
+    weight takes the largest divisor of its input width up to it (`bridges.coreml_export.block_for`).
     """
     start = time.perf_counter()
     student_dir, out_dir = Path(student_dir), Path(out_dir)
@@ -198,22 +198,25 @@ def _check_blocks(quantize: str, block_size: int, min_target: str, config) -> No
             "(constexpr_blockwise_shift_scale) run on iOS 18 / macOS 15 and later",
             "add --min-target iOS18, or use --quantize int8 (per channel, iOS 16)",
         )
+    if block_size < 1:
+        raise ExportError(f"--block-size {block_size} is below 1", "use --block-size 32 (the default)")
     widths = _weight_widths(config)
-    poor = {name: w for name, w in widths.items() if 2 * cx.block_for(w, block_size) < min(block_size, w)}
-    if block_size < 1 or poor:
-        fits = [
-            b
-            for b in (8, 16, 24, 32, 48, 64, 96, 128, 256)
-            if not any(2 * cx.block_for(w, b) < min(b, w) for w in widths.values())
-        ]
+    poor = {name: w for name, w in widths.items() if _poor_fit(w, block_size)}
+    if poor:
+        fits = [b for b in (8, 16, 24, 32, 48, 64, 96, 128, 256) if not any(_poor_fit(w, b) for w in widths.values())]
         listed = ", ".join(
-            f"{name} {w} (largest divisor up to {block_size}: {cx.block_for(w, max(block_size, 1))})"
-            for name, w in (poor or widths).items()
+            f"{name} {w} (largest divisor up to {block_size}: {cx.block_for(w, block_size)})"
+            for name, w in poor.items()
         )
         raise ExportError(
             f"--block-size {block_size} fits the student's weight widths badly: {listed}",
             f"use --block-size {min(fits, key=lambda b: abs(b - block_size))}" if fits else "use --quantize int8",
         )
+
+
+def _poor_fit(width: int, block_size: int) -> bool:
+    """The block a `width`-wide weight gets is below half of what was asked (or of its width)."""
+    return 2 * cx.block_for(width, block_size) < min(block_size, width)
 
 
 def _weight_widths(config) -> dict[str, int]:

@@ -241,7 +241,7 @@ class ExportSettings(StageSettings):
     compute_units: str = "CPU_AND_GPU"
     min_target: str = "iOS16"
     quantize: str = "none"
-    block_size: int = 32  # weights per scale along a weight's input axis, with quantize = "int8-block" / "int4-block"
+    block_size: int = 32  # the most weights per scale along a weight's input axis (int8-block / int4-block)
     palettize_bits: int = 6
     palettize_mode: str = "kmeans"
     optimizer: str = "sgd"

@@ -82,7 +82,8 @@ def _seq_len(ctx, param, value):
     default=EXPORT.quantize,
     show_default=True,
     help="Weight compression (coremltools.optimize): int8 (linear, one scale per output channel); "
-    "int8-block / int4-block (linear, one scale per --block-size input weights; needs --min-target iOS18); "
+    "int8-block / int4-block (linear, one scale per block of at most --block-size input weights; needs "
+    "--min-target iOS18); "
     "palettize (an n-bit palette). check holds each mode to its own tolerance (probabilities, top label).",
 )
 @click.option(
@@ -90,8 +91,9 @@ def _seq_len(ctx, param, value):
     type=click.IntRange(1, 4096),
     default=EXPORT.block_size,
     show_default=True,
-    help="Weights per scale with --quantize int8-block / int4-block. Must divide the student's hidden and "
-    "intermediate sizes (a 312/1200 TinyBERT-4 student: 24).",
+    help="The most weights per scale with --quantize int8-block / int4-block: each weight takes the largest "
+    "divisor of its input width up to it (a 312/1200 TinyBERT-4 student: 26 and 30 at 32, 52 and 60 at 64). "
+    "A student quantized by `distill --quantize` keeps its own group size.",
 )
 @click.option(
     "--palettize-bits",
