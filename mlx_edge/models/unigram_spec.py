@@ -43,6 +43,7 @@ SPEC_FILE = "unigram_spec.json"
 GRAPHEME_LOOKUP_BYTES = 6
 SPECIALS = {"unk": "<unk>", "bos": "<s>", "eos": "</s>", "pad": "<pad>"}
 _MAX_KEY_DEPTH = 256  # a decoded key longer than this means a corrupt (cyclic) trie
+COLLAPSE_SPACES = {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}  # XLM-R's second normalizer
 HINT = "export a SentencePiece Unigram tokenizer of the XLM-R kind (Precompiled normalizer, Metaspace, <s> $A </s>)"
 
 
@@ -379,46 +380,70 @@ def spec_tokenizer_json(spec: dict) -> dict:
             blob = charsmap_blob(tuple(pair) for pair in step["map"])
             normalizers.append({"type": "Precompiled", "precompiled_charsmap": base64.b64encode(blob).decode("ascii")})
         elif step.get("type") == "collapse_spaces":
-            normalizers.append({"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "})
+            normalizers.append(dict(COLLAPSE_SPACES))
         else:
             raise ModelError(f"the spec's normalizer step {step.get('type')!r} is unknown", "export the bundle again")
-    metaspace = {"type": "Metaspace", "replacement": space, "prepend_scheme": "always", "split": True}
-    bos, eos = pieces[ids["bos"]], pieces[ids["eos"]]
+    return xlmr_tokenizer_json(
+        pieces, scores, unk_id=ids["unk"], bos_id=ids["bos"], eos_id=ids["eos"], added=added,
+        normalizers=normalizers, replacement=space,
+    )  # fmt: skip
+
+
+def xlmr_tokenizer_json(
+    pieces: list[str],
+    scores: list[float],
+    *,
+    unk_id: int,
+    bos_id: int,
+    eos_id: int,
+    added: list[dict],
+    normalizers: list[dict],
+    replacement: str = "\u2581",
+) -> dict:
+    """XLM-R's `tokenizers` pipeline over Unigram `pieces` and `scores`: `normalizers` in sequence,
+    Metaspace (always prepend, split), `<s> $A </s>`, the `added` ({"id", "content"}) as special
+    tokens matched in the raw text."""
+    metaspace = {"type": "Metaspace", "replacement": replacement, "prepend_scheme": "always", "split": True}
+    bos, eos = pieces[bos_id], pieces[eos_id]
 
     def special(token: str) -> dict:
         return {"SpecialToken": {"id": token, "type_id": 0}}
+
+    def sequence(name: str) -> dict:
+        return {"Sequence": {"id": name, "type_id": 0}}
 
     return {
         "version": "1.0",
         "truncation": None,
         "padding": None,
         "added_tokens": [
-            {**t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+            {
+                "id": t["id"],
+                "content": t["content"],
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
             for t in added
-        ],
+        ],  # fmt: skip
         "normalizer": {"type": "Sequence", "normalizers": normalizers} if normalizers else None,
         "pre_tokenizer": metaspace,
         "post_processor": {
             "type": "TemplateProcessing",
-            "single": [special(bos), {"Sequence": {"id": "A", "type_id": 0}}, special(eos)],
-            "pair": [
-                special(bos),
-                {"Sequence": {"id": "A", "type_id": 0}},
-                special(eos),
-                special(eos),
-                {"Sequence": {"id": "B", "type_id": 0}},
-                special(eos),
-            ],
+            "single": [special(bos), sequence("A"), special(eos)],
+            "pair": [special(bos), sequence("A"), special(eos), special(eos), sequence("B"), special(eos)],
             "special_tokens": {
-                bos: {"id": bos, "ids": [ids["bos"]], "tokens": [bos]},
-                eos: {"id": eos, "ids": [ids["eos"]], "tokens": [eos]},
+                bos: {"id": bos, "ids": [bos_id], "tokens": [bos]},
+                eos: {"id": eos, "ids": [eos_id], "tokens": [eos]},
             },
         },
         "decoder": metaspace,
         "model": {
             "type": "Unigram",
-            "unk_id": ids["unk"],
-            "vocab": [[p, s] for p, s in zip(pieces, scores)],
+            "unk_id": unk_id,
+            "vocab": [[p, float(s)] for p, s in zip(pieces, scores)],
             "byte_fallback": False,
         },
     }
