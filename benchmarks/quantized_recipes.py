@@ -118,6 +118,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp/quantized"), help="Working directory.")
     parser.add_argument("--tiny", type=Path, help="The demo's distilled tiny student: run its int8 recipe only.")
     parser.add_argument("--targets", type=Path, help="With --tiny: the targets cache it was distilled from.")
+    parser.add_argument("--seed", type=int, default=0, help="With --tiny: the fine-tune's seed.")
     args = parser.parse_args()
     from mlx_edge.datasets import todo_split
 
@@ -125,10 +126,12 @@ def main() -> None:
     if args.tiny:
         if not args.targets:
             parser.error("--tiny needs --targets")
-        student = args.out / "tiny-e160"
-        seconds = distill(args.teacher, args.targets, student, "--student", str(args.tiny), *TINY_SPLIT)
-        row = scored("tiny split to 160, int8-block 64", student, "int8", args.out / "bundle-tiny-e160-int8",
-                     seconds, "--block-size", "64")  # fmt: skip
+        tag = f"-seed{args.seed}" if args.seed else ""
+        student = args.out / f"tiny-e160{tag}"
+        seconds = distill(args.teacher, args.targets, student, "--student", str(args.tiny), *TINY_SPLIT,
+                          "--seed", str(args.seed))  # fmt: skip
+        row = scored(f"tiny split to 160, int8-block 64{tag}", student, "int8",
+                     args.out / f"bundle-tiny-e160-int8{tag}", seconds, "--block-size", "64")  # fmt: skip
         print_rows([row])
         return
     targets = args.out / "targets"
