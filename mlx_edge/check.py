@@ -2,8 +2,9 @@
 
 No path outside the bundle is read (a manifest path or a symlink that leads out is refused). Names,
 shapes and dtypes against the manifest; sha256 of every file; a Unigram bundle's tokenizer spec
-against the tokenizer it rebuilds into (or its tokenizer.json, exported with --extras tokenizer-json),
-the bundle's texts then tokenized from the spec as the app does; the labels and the vocabulary against what the models record
+against the tokenizer it rebuilds into (or its tokenizer.json, exported with --extras
+tokenizer-json), the texts then tokenized from the spec as the app does; the labels and the
+vocabulary against what the models record
 (`bundle/trust.py`); the programs' weights against the student's; numeric alignment MLX student vs
 PyTorch mirror vs ONNX Runtime vs the converted mlprogram (run op by op in NumPy, and by CoreML
 itself on macOS); extreme inputs; the updatable head's spec and a NumPy simulation of MLUpdateTask on it.

@@ -127,7 +127,7 @@ def probe_blas(seconds: float = 0.3) -> dict[str, object]:
         return {"name": "unknown", "error": str(exc)}
     info = blas_info()
     out: dict[str, object] = {"name": info.name, "library": info.library, "detail": info.detail}
-    out["freed_memory_kept"] = freed_memory_kept()  # runtime/memory.py (None: not glibc / not Linux)
+    out["freed_memory_kept"] = freed_memory_kept()  # runtime/memory.py (False: off, not Linux, or not glibc)
     with mx.stream(mx.cpu):
         a, b = mx.random.normal((512, 512)), mx.random.normal((512, 512))
         mx.eval(a @ b)

@@ -240,6 +240,8 @@ def test_the_spec_rebuilds_into_a_tokenizer_that_gives_the_originals_ids(spec, o
         (lambda s: s.pop("metaspace"), "lacks 'metaspace'"),
         (lambda s: s.update(scores=s["scores"][:-1]), "pieces and"),
         (lambda s: s["normalizer"].append({"type": "lowercase"}), "step 'lowercase' is unknown"),
+        (lambda s: s["normalizer"].append({"type": "charsmap", "map": [7]}), "normalizer is malformed"),
+        (lambda s: s["normalizer"].append("charsmap"), "normalizer is malformed"),
     ],
 )
 def test_a_spec_that_cannot_be_rebuilt_is_one_clear_error(change, message):

@@ -5,7 +5,8 @@ and most of its rows are pieces the training data shows once or never. `embeddin
 k-dimensional row per piece and one shared (hidden, k) projection. A student is first built as if
 unfactorized (random, the teacher's rows, a cut of the teacher, or a distilled student being
 continued), then its table T is split by a truncated SVD of the centred rows: T ~ mean + R V_k^T.
-The rows become R = (T - mean) V_k, the projection's weight V_k and its bias the mean row.
+The rows become R = (T - mean) V_k, the projection's weight V_k and its bias the mean row, each
+column of R then scaled to one range and V_k's by the inverse (`balanced`: the same product).
 
 The SVD is weighted by how often each piece occurs in the training data (count + 1): the k
 directions kept are those that matter for the tokens the student will read, not for the thousands

@@ -138,7 +138,7 @@ def charsmap_blob(pairs) -> bytes:
     root: dict = {}
     for key, value in pairs:
         if not key:
-            raise _fail("a charsmap key is empty")
+            raise ModelError("the charsmap has an empty key", "export the bundle again")
         if value not in where:
             where[value] = len(strings)
             strings += value.encode("utf-8") + b"\0"
@@ -164,7 +164,7 @@ def charsmap_blob(pairs) -> bytes:
             units += [0] * more
         offset = pos ^ base
         if offset >= _OFFSET_LIMIT:
-            raise _fail("the charsmap is too large for a darts double array")
+            raise ModelError("the charsmap is too large for a darts double array", "export the bundle again")
         bases.add(base)
         units[pos] |= offset << 10
         if None in node:
@@ -374,19 +374,24 @@ def spec_tokenizer_json(spec: dict) -> dict:
         raise ModelError(f"the spec lacks {exc}", "export the bundle again") from None
     if len(pieces) != len(scores):
         raise ModelError(f"the spec has {len(pieces)} pieces and {len(scores)} scores", "export the bundle again")
-    normalizers = []
-    for step in steps:
-        if step.get("type") == "charsmap":
-            blob = charsmap_blob(tuple(pair) for pair in step["map"])
-            normalizers.append({"type": "Precompiled", "precompiled_charsmap": base64.b64encode(blob).decode("ascii")})
-        elif step.get("type") == "collapse_spaces":
-            normalizers.append(dict(COLLAPSE_SPACES))
-        else:
-            raise ModelError(f"the spec's normalizer step {step.get('type')!r} is unknown", "export the bundle again")
+    try:
+        normalizers = [_normalizer_of(step) for step in steps]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a malformed step or charsmap pair
+        raise ModelError(f"the spec's normalizer is malformed ({exc!r})", "export the bundle again") from None
     return xlmr_tokenizer_json(
         pieces, scores, unk_id=ids["unk"], bos_id=ids["bos"], eos_id=ids["eos"], added=added,
         normalizers=normalizers, replacement=space,
     )  # fmt: skip
+
+
+def _normalizer_of(step: dict) -> dict:
+    """One spec normalizer step as the `tokenizers` normalizer it came from."""
+    if step.get("type") == "charsmap":
+        blob = charsmap_blob((key, value) for key, value in step["map"])
+        return {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(blob).decode("ascii")}
+    if step.get("type") == "collapse_spaces":
+        return dict(COLLAPSE_SPACES)
+    raise ModelError(f"the spec's normalizer step {step.get('type')!r} is unknown", "export the bundle again")
 
 
 def xlmr_tokenizer_json(
@@ -427,7 +432,7 @@ def xlmr_tokenizer_json(
                 "special": True,
             }
             for t in added
-        ],  # fmt: skip
+        ],
         "normalizer": {"type": "Sequence", "normalizers": normalizers} if normalizers else None,
         "pre_tokenizer": metaspace,
         "post_processor": {
