@@ -80,3 +80,51 @@ def test_compare_speed_is_the_median_of_interleaved_pairs(monkeypatch):
     fast_s, slow_s, ratio = compare_speed(tick(1.0), tick(3.0), pairs=5)
     assert (fast_s, slow_s, ratio) == (1.0, 3.0, 3.0)
     assert clock["calls"] == 2 + 2 * 5  # one warm-up each, then the pairs
+
+
+def test_batch_forward_takes_the_softmax_to_numpy_and_gives_the_models_own_outputs(model):
+    # fast math is on for MLX's CPU device on Linux (the fixture's model): the path says so
+    assert inference.softmax_in_numpy(model) == model.fast_math
+    rng = np.random.default_rng(1)
+    ids = rng.integers(1, 80, size=(9, 14)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[2:, 10:] = 0  # padded keys: their attention weight must be exactly 0
+    outputs = dict(output_hidden_states=True, output_attentions=True)
+    for shards in (1, 2):
+        got = BatchForward(model, batch_size=9, shards=shards)(ids, mask, **outputs)
+        want = model(mx.array(ids), mx.array(mask), **outputs)
+        np.testing.assert_allclose(np.array(got.logits), np.array(want.logits), atol=2e-5)
+        for g, w in zip(got.hidden_states + got.attentions, want.hidden_states + want.attentions, strict=True):
+            np.testing.assert_allclose(np.array(g), np.array(w), atol=2e-5)
+        assert np.all(np.array(got.attentions[0])[2:, :, :, 10:] == 0.0)
+    described = BatchForward(model, batch_size=9, shards=2).settings().describe()
+    assert ("NumPy softmax" in described) == model.fast_math
+
+
+def test_the_staged_forward_yields_each_layers_scores_and_takes_the_probabilities_back(model):
+    ids = mx.array(np.arange(1, 13, dtype=np.int32).reshape(2, 6))
+    steps = model.steps(ids, softmax_outside=True, output_attentions=True)
+    scores = next(steps)
+    yielded = 0
+    while True:
+        yielded += 1
+        assert scores.shape == (2, model.config.num_attention_heads, 6, 6)
+        try:
+            scores = steps.send(mx.array(inference.numpy_softmax(np.array(scores))))
+        except StopIteration as done:
+            out = done.value
+            break
+    assert yielded == model.config.num_hidden_layers
+    np.testing.assert_allclose(np.array(out.logits), np.array(model(ids).logits), atol=2e-5)
+    # without softmax_outside the generator never yields: __call__ is one pass
+    with pytest.raises(StopIteration):
+        next(model.steps(ids))
+
+
+def test_numpy_softmax_rows_sum_to_one_and_masked_keys_get_zero():
+    scores = np.array([[1.0, 2.0, np.finfo(np.float32).min], [0.0, 0.0, 0.0]], np.float32)
+    probs = inference.numpy_softmax(scores.copy())
+    np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-6)
+    assert probs[0, 2] == 0.0
+    np.testing.assert_allclose(probs[0, :2], np.exp([1.0, 2.0]) / np.exp([1.0, 2.0]).sum(), rtol=1e-6)
+    np.testing.assert_allclose(probs[1], 1 / 3, rtol=1e-6)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,21 +212,33 @@ class BertSelfAttention(nn.Module):
         # the attention maps are the largest dropout input: a hashed mask is 2.2x cheaper on Linux CPUs
         self.dropout = (fastmath.Dropout if fast else nn.Dropout)(config.attention_probs_dropout_prob)
 
-    def __call__(self, x: mx.array, mask: mx.array, return_probs: bool) -> tuple[mx.array, mx.array | None]:
-        B, L, H = x.shape
-        # (B, L, H) -> (B, heads, L, head_dim)
-        q, k, v = (
+    def _heads(self, x: mx.array) -> tuple[mx.array, mx.array, mx.array]:
+        B, L, _ = x.shape  # (B, L, H) -> (B, heads, L, head_dim)
+        return tuple(
             proj(x).reshape(B, L, self.num_heads, -1).transpose(0, 2, 1, 3)
             for proj in (self.query, self.key, self.value)
         )
+
+    def scores(self, x: mx.array, mask: mx.array) -> tuple[mx.array, mx.array]:
+        """(masked attention scores before the softmax, values): the first half of the attention."""
+        q, k, v = self._heads(x)
+        return (q * self.scale) @ k.transpose(0, 1, 3, 2) + mask, v
+
+    def attend(self, probs: mx.array, v: mx.array) -> mx.array:
+        """The second half: the attention probabilities applied to the values, heads merged back."""
+        context = self.dropout(probs) @ v
+        B, _, L, _ = context.shape
+        return context.transpose(0, 2, 1, 3).reshape(B, L, -1)
+
+    def __call__(self, x: mx.array, mask: mx.array, return_probs: bool) -> tuple[mx.array, mx.array | None]:
         if return_probs or self.training:
-            scores = (q * self.scale) @ k.transpose(0, 1, 3, 2) + mask
+            scores, v = self.scores(x, mask)
             probs = self.softmax(scores)
-            context = self.dropout(probs) @ v
-        else:
-            probs = None
-            context = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
-        return context.transpose(0, 2, 1, 3).reshape(B, L, H), probs
+            return self.attend(probs, v), probs
+        q, k, v = self._heads(x)
+        context = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
+        B, L, H = x.shape
+        return context.transpose(0, 2, 1, 3).reshape(B, L, H), None
 
 
 class BertResidualOutput(nn.Module):
@@ -272,6 +285,12 @@ class BertLayer(nn.Module):
     def __call__(self, x, mask, return_probs):
         attended, probs = self.attention(x, mask, return_probs)
         return self.output(self.intermediate(attended), attended), probs
+
+    def after_softmax(self, x: mx.array, probs: mx.array, v: mx.array) -> mx.array:
+        """The layer's output from its attention probabilities (`attention.self.scores` gave the
+        scores and values): what `__call__` computes when the softmax is taken elsewhere."""
+        attended = self.attention.output(self.attention.self.attend(probs, v), x)
+        return self.output(self.intermediate(attended), attended)
 
 
 class BertEncoder(nn.Module):
@@ -322,6 +341,27 @@ class BertForSequenceClassification(nn.Module):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
     ) -> BertOutput:
+        steps = self.steps(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+        raise AssertionError("steps(softmax_outside=False) never yields")  # pragma: no cover
+
+    def steps(
+        self,
+        input_ids: mx.array,
+        attention_mask: mx.array | None = None,
+        token_type_ids: mx.array | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+        softmax_outside: bool = False,
+    ) -> Generator[mx.array, mx.array, BertOutput]:
+        """The forward pass as a generator; its return value is the BertOutput.
+
+        `softmax_outside`: each layer yields its masked attention scores (B, heads, L, L) and takes
+        the probabilities back through `send`, so a caller can run the softmax itself (inference on
+        Linux CPUs, models/inference.py: NumPy's vectorized exp); otherwise it never yields."""
         if attention_mask is None:
             attention_mask = mx.ones(input_ids.shape, dtype=mx.int32)
         x = self.bert.embeddings(input_ids, token_type_ids)
@@ -329,7 +369,12 @@ class BertForSequenceClassification(nn.Module):
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
         for layer in self.bert.encoder.layer:
-            x, probs = layer(x, mask, output_attentions)
+            if softmax_outside:
+                scores, v = layer.attention.self.scores(x, mask)
+                probs = yield scores
+                x = layer.after_softmax(x, probs, v)
+            else:
+                x, probs = layer(x, mask, output_attentions)
             if output_hidden_states:
                 hidden_states.append(x)
             if output_attentions:

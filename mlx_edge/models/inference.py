@@ -9,6 +9,7 @@ stream hop costs more than it saves), the forward compiled once per length.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import mlx.core as mx
@@ -16,7 +17,15 @@ import numpy as np
 
 from mlx_edge.data import bucketed_batches, collate
 from mlx_edge.runtime.blas import blas_info
-from mlx_edge.runtime.cpu_streams import blas_limit, cpu_cores, resolve_shards, sharded_forward
+from mlx_edge.runtime.cpu_streams import (
+    blas_limit,
+    cpu_cores,
+    cpu_streams,
+    join_outputs,
+    resolve_shards,
+    row_bounds,
+    sharded_forward,
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,7 @@ class Settings:
     fast_math: bool
     blas: str | None
     device: str
+    numpy_softmax: bool = False
 
     def describe(self) -> str:
         parts = [f"{self.shards} CPU stream{'s' * (self.shards > 1)}" if self.device == "cpu" else self.device]
@@ -37,10 +47,12 @@ class Settings:
         parts.append("compiled" if self.compiled else "eager")
         if self.fast_math:
             parts.append("fast math")
+        if self.numpy_softmax:
+            parts.append("NumPy softmax")
         return ", ".join(parts)
 
 
-def path_settings(model, *, shards: int, compiled: bool) -> Settings:
+def path_settings(model, *, shards: int, compiled: bool, numpy_softmax: bool = False) -> Settings:
     """The settings of a path running `model` over `shards` CPU streams (OpenBLAS gets cores/shards threads)."""
     cpu = mx.default_device() == mx.cpu
     return Settings(
@@ -50,13 +62,76 @@ def path_settings(model, *, shards: int, compiled: bool) -> Settings:
         fast_math=bool(getattr(model, "fast_math", False)),
         blas=blas_info().name if cpu else None,
         device="cpu" if cpu else "gpu",
+        numpy_softmax=numpy_softmax,
     )
+
+
+def numpy_softmax(scores: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis of float32 `scores`, in NumPy (a masked key, at the dtype's minimum,
+    gets exactly 0)."""
+    e = scores - scores.max(axis=-1, keepdims=True)
+    np.exp(e, out=e)
+    e *= 1.0 / e.sum(axis=-1, keepdims=True)
+    return e
+
+
+def softmax_in_numpy(model) -> bool:
+    """Whether the eager batch path takes the attention softmax out of MLX: on MLX's CPU device with
+    fast math on (Linux; fastmath.enabled). The mlx-cpu wheel's exp runs one scalar at a time: 34 ms
+    for one 16 x 12 x 128 x 128 shard of scores, NumPy's vectorized exp and softmax ~5 ms, which at
+    128 tokens was the gap between MLX's batch inference and PyTorch's."""
+    return bool(getattr(model, "fast_math", False)) and hasattr(model, "steps") and mx.default_device() == mx.cpu
+
+
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _pool() -> ThreadPoolExecutor:
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(max_workers=cpu_cores(), thread_name_prefix="mlx-edge-softmax"))
+    return _POOL[0]
+
+
+def staged_forward(model, input_ids: mx.array, mask: mx.array, shards: int, **outputs):
+    """`model(input_ids, mask, **outputs)` over `shards` CPU streams with every attention softmax in
+    NumPy: the slices advance layer by layer (`model.steps(softmax_outside=True)`), each layer's
+    scores evaluated on all streams at once, their softmaxes run on a thread per slice (NumPy
+    releases the GIL), the probabilities sent back. Lazy after the last layer, like sharded_forward."""
+    bounds = row_bounds(input_ids.shape[0], shards)
+    streams = cpu_streams(len(bounds) - 1)
+    runs, pending, done = [], [], []
+    for stream, lo, hi in zip(streams, bounds, bounds[1:]):
+        with mx.stream(stream):
+            runs.append(model.steps(input_ids[lo:hi], mask[lo:hi], softmax_outside=True, **outputs))
+            scores, out = _advance(runs[-1], None)
+        pending.append(scores)
+        done.append(out)
+    while any(s is not None for s in pending):
+        live = [i for i, s in enumerate(pending) if s is not None]
+        mx.eval([pending[i] for i in live])
+        # NumPy has no bfloat16: a half-precision model keeps MLX's own softmax
+        exact = [pending[i].dtype == mx.float32 for i in live]
+        probs = _pool().map(numpy_softmax, [np.asarray(pending[i]) for i, f in zip(live, exact) if f])
+        for i, f in zip(live, exact):
+            with mx.stream(streams[i]):
+                p = mx.array(next(probs)) if f else mx.softmax(pending[i], axis=-1, precise=True)
+                pending[i], done[i] = _advance(runs[i], p)
+    return join_outputs(done)
+
+
+def _advance(steps, probs):
+    """Run `steps` to its next softmax: (the scores it yields, None), or (None, its output) at the end."""
+    try:
+        return steps.send(probs), None
+    except StopIteration as finished:
+        return None, finished.value
 
 
 class BatchForward:
     """`forward(input_ids, mask, **outputs)` -> an evaluated BertOutput, split over CPU streams.
 
     `shards`: streams per batch (None: one per core, each slice at least 8 rows; see resolve_shards).
+    On MLX's CPU device with fast math the attention softmax runs in NumPy (`softmax_in_numpy`).
     """
 
     def __init__(self, model, *, batch_size: int, shards: int | None = None):
@@ -65,8 +140,11 @@ class BatchForward:
 
     def __call__(self, input_ids, mask, **outputs):
         ids, m = mx.array(input_ids), mx.array(mask)
-        out = sharded_forward(self.model, ids, m, self.shards, **outputs)
         with blas_limit(self.shards):
+            if softmax_in_numpy(self.model) and not self.model.training:
+                out = staged_forward(self.model, ids, m, self.shards, **outputs)
+            else:
+                out = sharded_forward(self.model, ids, m, self.shards, **outputs)
             mx.eval(out.logits, out.hidden_states or [], out.attentions or [])
         return out
 
@@ -74,7 +152,7 @@ class BatchForward:
         return np.array(self(input_ids, mask).logits)
 
     def settings(self) -> Settings:
-        return path_settings(self.model, shards=self.shards, compiled=False)
+        return path_settings(self.model, shards=self.shards, compiled=False, numpy_softmax=softmax_in_numpy(self.model))
 
 
 class Latency:

@@ -64,6 +64,13 @@ def sharded_forward(model, input_ids: mx.array, mask: mx.array, shards: int, **k
     for stream, lo, hi in zip(cpu_streams(len(bounds) - 1), bounds, bounds[1:]):
         with mx.stream(stream):
             parts.append(model(input_ids[lo:hi], mask[lo:hi], **kwargs))
+    return join_outputs(parts)
+
+
+def join_outputs(parts: list):
+    """The row slices' outputs (dataclasses of arrays, lists of arrays or None) as one, rows in order."""
+    if len(parts) == 1:
+        return parts[0]
 
     def join(values):
         if values[0] is None:
