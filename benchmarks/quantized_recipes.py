@@ -55,35 +55,10 @@ DISTILL = ["--init", "teacher", "--vocab-extra", "4000", "--hidden-weight", "1",
 # 1e-4 (or 5e-5) the fine-tune left the optimum the float run's best epoch had found (int4 89.0%, int8
 # 90.2% on dev) while the same grid with no training at all kept 92.0% / 92.5%. No hidden-state loss:
 # a continued 288-wide student's projection to the teacher's 384 would start from random.
+QAT_OPTIONS = ["--block-size", "32", "--lr", "1e-5", "--hidden-weight", "0", "--attention-weight", "1"]
 QAT = {
-    "int8": [
-        "--quantize",
-        "int8",
-        "--block-size",
-        "32",
-        "--epochs",
-        "1",
-        "--lr",
-        "1e-5",
-        "--hidden-weight",
-        "0",
-        "--attention-weight",
-        "1",
-    ],  # fmt: skip
-    "int4": [
-        "--quantize",
-        "int4",
-        "--block-size",
-        "32",
-        "--epochs",
-        "3",
-        "--lr",
-        "1e-5",
-        "--hidden-weight",
-        "0",
-        "--attention-weight",
-        "1",
-    ],  # fmt: skip
+    "int8": ["--quantize", "int8", "--epochs", "1", *QAT_OPTIONS],
+    "int4": ["--quantize", "int4", "--epochs", "3", *QAT_OPTIONS],
 }
 # The word table split to 160 wide, then a brief fine-tune on soft and hard labels: KD + CE only (the
 # continued student's new hidden-state projection would start from random and cost the first epoch),
