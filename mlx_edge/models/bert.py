@@ -226,9 +226,7 @@ class BertSelfAttention(nn.Module):
 
     def attend(self, probs: mx.array, v: mx.array) -> mx.array:
         """The second half: the attention probabilities applied to the values, heads merged back."""
-        context = self.dropout(probs) @ v
-        B, _, L, _ = context.shape
-        return context.transpose(0, 2, 1, 3).reshape(B, L, -1)
+        return _merge_heads(self.dropout(probs) @ v)
 
     def __call__(self, x: mx.array, mask: mx.array, return_probs: bool) -> tuple[mx.array, mx.array | None]:
         if return_probs or self.training:
@@ -236,9 +234,13 @@ class BertSelfAttention(nn.Module):
             probs = self.softmax(scores)
             return self.attend(probs, v), probs
         q, k, v = self._heads(x)
-        context = mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)
-        B, L, H = x.shape
-        return context.transpose(0, 2, 1, 3).reshape(B, L, H), None
+        return _merge_heads(mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)), None
+
+
+def _merge_heads(context: mx.array) -> mx.array:
+    """(B, heads, L, head_dim) -> (B, L, heads * head_dim)."""
+    B, _, L, _ = context.shape
+    return context.transpose(0, 2, 1, 3).reshape(B, L, -1)
 
 
 class BertResidualOutput(nn.Module):
