@@ -19,9 +19,8 @@ SHAPES = [(4096, 312, 1200), (1024, 1024, 1024), (32 * 128, 384, 1536)]
 
 
 def measure(seconds: float) -> dict:
-    import mlx.core as mx
-
-    import mlx_edge  # noqa: F401  (preloads OpenBLAS unless MLX_EDGE_BLAS=bundled)
+    import mlx_edge  # noqa: F401, I001  (preloads OpenBLAS unless MLX_EDGE_BLAS=bundled: before mlx)
+    import mlx.core as mx  # noqa: I001
     from mlx_edge.runtime.blas import blas_info
 
     results = {"blas": blas_info().name, "gflops": {}}

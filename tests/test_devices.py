@@ -95,3 +95,48 @@ def test_openblas_is_what_mlx_uses_and_can_be_turned_off():
         [sys.executable, "-c", "import mlx.core; " + code], capture_output=True, text=True, env=env, check=True
     )
     assert late.stdout.strip() == "bundled reference BLAS"  # mlx imported first: too late to swap
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="OpenBLAS preloading is Linux-only")
+@pytest.mark.parametrize("coretype", ["Haswell", "Sandybridge"])
+def test_blas_info_names_the_openblas_kernels_in_use(coretype):
+    # OPENBLAS_CORETYPE is read when the library loads; blas_info reports what OpenBLAS then runs, so a
+    # machine pinned to AVX2 kernels on an AVX-512 CPU (half the GEMM speed) shows it in bench and doctor
+    code = "import mlx_edge, mlx.core; from mlx_edge.runtime.blas import blas_info; print(blas_info().detail)"
+    env = {k: v for k, v in os.environ.items() if k != "MLX_EDGE_BLAS"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**env, "OPENBLAS_CORETYPE": coretype}
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith(f", {coretype} kernels"), out.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="OpenBLAS preloading is Linux-only")
+def test_doctor_hints_when_openblas_is_pinned_below_the_cpu(tmp_path):
+    with_avx512 = tmp_path / "avx512"
+    with_avx512.write_text(
+        "vendor_id\t: AuthenticAMD\nflags\t\t: fpu sse2 avx2 avx512f avx512cd avx512bw avx512dq avx512vl\n"
+    )
+    avx2_only = tmp_path / "avx2"
+    avx2_only.write_text("vendor_id\t: GenuineIntel\nflags\t\t: fpu sse2 avx avx2 fma\n")
+    code = (
+        "import sys, mlx_edge, mlx.core; from mlx_edge.runtime.blas import pinned_kernels_hint; "
+        "print(pinned_kernels_hint(sys.argv[1]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MLX_EDGE_BLAS"}
+
+    def hint(cpuinfo, **extra):
+        run = subprocess.run(
+            [sys.executable, "-c", code, str(cpuinfo)], capture_output=True, text=True, env={**env, **extra}
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout.strip()
+
+    pinned = hint(with_avx512, OPENBLAS_CORETYPE="Haswell")
+    assert pinned.startswith("OPENBLAS_CORETYPE=Haswell pins OpenBLAS to its Haswell kernels") and "unset it" in pinned
+    assert hint(avx2_only, OPENBLAS_CORETYPE="Haswell") == "None"  # the CPU has nothing better
+    from mlx_edge.runtime.blas import cpu_has_avx512
+
+    if cpu_has_avx512():  # (elsewhere OpenBLAS refuses SkylakeX and falls back to Haswell)
+        assert hint(with_avx512, OPENBLAS_CORETYPE="SkylakeX") == "None"  # pinned, but to AVX-512 kernels
+    assert hint(tmp_path / "missing", OPENBLAS_CORETYPE="Haswell") == "None"  # no cpuinfo: no claim

@@ -4,6 +4,10 @@ The Linux `mlx-cpu` wheel links a bundled reference BLAS (about 4 GFLOP/s on a 2
 OpenBLAS runs the same matmul about 40x faster. libmlx resolves `cblas_sgemm` through the global
 symbol scope first, so loading OpenBLAS with RTLD_GLOBAL *before* `import mlx` makes MLX use it.
 Set MLX_EDGE_BLAS=bundled to opt out, or MLX_EDGE_OPENBLAS=/path/libopenblas.so to pick a library.
+
+OpenBLAS picks its kernels from the CPU when it loads, unless OPENBLAS_CORETYPE names them;
+`blas_info()` says which it runs (a machine pinned to "Haswell" kernels on an AVX-512 CPU runs fp32
+GEMM at about half the speed: 225 vs 427 GFLOP/s here, benchmarks/blas_matmul.py).
 """
 
 from __future__ import annotations
@@ -37,6 +41,48 @@ def _candidate_paths() -> list[str]:
     if found:
         paths.append(found)
     return paths
+
+
+def openblas_core() -> str | None:
+    """The kernel set the OpenBLAS in this process runs ("SkylakeX", "Haswell", ...), or None."""
+    try:
+        corename = ctypes.CDLL(None).openblas_get_corename
+    except (AttributeError, OSError):
+        return None
+    corename.restype = ctypes.c_char_p
+    name = corename()
+    return name.decode() if name else None
+
+
+# OpenBLAS kernel sets without AVX-512 (as openblas_get_corename names them)
+_PRE_AVX512_CORES = frozenset(
+    "Haswell Zen Sandybridge Nehalem Penryn Core2 Dunnington Prescott Atom Barcelona Bulldozer Piledriver "
+    "Steamroller Excavator".split()
+)
+_AVX512_FLAGS = frozenset({"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"})  # what SkylakeX needs
+
+
+def cpu_has_avx512(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return _AVX512_FLAGS <= set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return False
+
+
+def pinned_kernels_hint(cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """One line when OPENBLAS_CORETYPE pins OpenBLAS to kernels without AVX-512 on a CPU that has it."""
+    pinned = os.environ.get("OPENBLAS_CORETYPE")
+    core = openblas_core()
+    if pinned and core in _PRE_AVX512_CORES and cpu_has_avx512(cpuinfo):
+        return (
+            f"OPENBLAS_CORETYPE={pinned} pins OpenBLAS to its {core} kernels on a CPU with AVX-512; "
+            "unset it to let OpenBLAS choose (fp32 matmul ran ~1.9x faster on one such CPU)"
+        )
+    return None
 
 
 def preload_openblas() -> str | None:
@@ -99,7 +145,9 @@ def blas_info() -> BlasInfo:
         address = None
     library = _library_of_address(address) if address else None
     if library and "openblas" in library.lower():
-        return BlasInfo("OpenBLAS", library, f"preloaded from {_loaded_path or library}")
+        core = openblas_core()
+        kernels = f", {core} kernels" if core else ""
+        return BlasInfo("OpenBLAS", library, f"preloaded from {_loaded_path or library}{kernels}")
     if library:
         return BlasInfo("other", library, f"cblas_sgemm resolves to {library}")
     reason = _skip_reason or "OpenBLAS not loaded"
