@@ -34,6 +34,33 @@ def test_gelu_values_and_gradients(fast, native):
 
 
 @pytest.mark.parametrize(
+    "train, native, reference",
+    [(fastmath.gelu_train, nn.gelu, "erf"), (fastmath.gelu_tanh_train, nn.gelu_approx, "tanh")],
+    ids=["gelu", "gelu_tanh"],
+)
+def test_training_gelus_keep_the_derivative_from_the_forward_pass(train, native, reference):
+    import torch
+
+    # against PyTorch's float64 GELU and its autograd: an independent reference for the derivative
+    # the forward pass writes and the one-multiply backward pass reads
+    rng = np.random.default_rng(1)
+    cot = rng.normal(size=X.shape).astype(np.float32)
+    t = torch.tensor(np.array(X), dtype=torch.float64, requires_grad=True)
+    torch.nn.functional.gelu(t, approximate="none" if reference == "erf" else "tanh").mul(
+        torch.tensor(cot, dtype=torch.float64)
+    ).sum().backward()
+    expected = t.grad.numpy()
+    np.testing.assert_allclose(np.array(train(X)), np.array(native(X)), atol=2e-6, rtol=1e-5)
+    for grad_fn in (
+        mx.grad(lambda v: (train(v) * mx.array(cot)).sum()),
+        mx.compile(mx.grad(lambda v: (train(v) * mx.array(cot)).sum())),  # as the train step runs it
+    ):
+        np.testing.assert_allclose(np.array(grad_fn(X)), expected, atol=3e-6 * np.abs(cot).max())
+    x2 = mx.array(rng.normal(scale=3.0, size=(2, 5, 8)).astype(np.float32))  # another shape, same kernels
+    np.testing.assert_allclose(np.array(train(x2)), np.array(native(x2)), atol=2e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
     "fast, native", [(fastmath.gelu, nn.gelu), (fastmath.gelu_tanh, nn.gelu_approx)], ids=["gelu", "gelu_tanh"]
 )
 def test_gelu_forward_is_right_for_every_shape_it_is_called_with(fast, native):
@@ -87,7 +114,14 @@ def test_fast_math_is_decided_when_the_model_is_built(monkeypatch):
     assert fast.fast_math and not native.fast_math
     layer = fast.layers[0]
     assert layer.intermediate.act is fastmath.gelu and layer.attention.self.softmax is fastmath.softmax
-    assert native.layers[0].intermediate.act is nn.gelu
+    assert layer.intermediate.train_act is fastmath.gelu_train  # the derivative-keeping form, for training
+    assert native.layers[0].intermediate.act is nn.gelu and native.layers[0].intermediate.train_act is nn.gelu
+    # every dropout of the fast model draws a hashed mask (MLX's threefry is scalar on CPU); native keeps nn's
+    fast_drops = [m for _, m in fast.named_modules() if "ropout" in type(m).__name__]
+    native_drops = [m for _, m in native.named_modules() if "ropout" in type(m).__name__]
+    assert len(fast_drops) == len(native_drops) == 1 + 3 * config.num_hidden_layers + 1
+    assert all(type(m) is fastmath.Dropout for m in fast_drops)
+    assert all(type(m) is nn.Dropout for m in native_drops)
     ids = mx.array([[1, 5, 7, 2, 0, 0]])
     mask = (ids != 0).astype(mx.int32)
     a = fast.eval()(ids, mask, output_attentions=True)
@@ -118,3 +152,29 @@ def test_hashed_dropout_keeps_the_right_share_independently_and_reproducibly():
     drop.eval()
     np.testing.assert_array_equal(np.array(drop(x)), np.array(x))
     assert nn.Dropout(0.25).state == drop.state == {}  # no parameters: checkpoints are unchanged
+
+
+def test_fast_and_native_models_train_with_the_same_gradients(monkeypatch):
+    from mlx_edge.models.bert import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(
+        vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, hidden_act="gelu_new",
+    )  # fmt: skip
+    fast = BertForSequenceClassification(config, fast_math=True)
+    native = BertForSequenceClassification(config, fast_math=False)
+    native.load_weights(list(tree_flatten(fast.parameters())))
+    ids = mx.array([[1, 5, 7, 2, 0, 0], [3, 9, 4, 8, 6, 2]])
+    mask = (ids != 0).astype(mx.int32)
+    labels = mx.array([0, 1])
+
+    def loss(model):
+        return nn.losses.cross_entropy(model(ids, mask).logits, labels, reduction="mean")
+
+    grads = []
+    for model in (fast.train(), native.train()):  # training mode: the fast model's derivative-keeping GELU
+        _, g = nn.value_and_grad(model, loss)(model)
+        grads.append(dict(tree_flatten(g)))
+    assert grads[0].keys() == grads[1].keys()
+    for name, g in grads[0].items():
+        np.testing.assert_allclose(np.array(g), np.array(grads[1][name]), atol=2e-5, err_msg=name)

@@ -34,7 +34,8 @@ def hidden_mse(
     if projection is not None:  # learned map from the student's width to the teacher's
         student_hidden = projection(student_hidden)
     m = mask.astype(mx.float32)[..., None]
-    diff = (student_hidden - teacher_hidden.astype(mx.float32)) ** 2 * m
+    # mx.square, not ** 2: MLX's CPU power is a scalar libm powf, in the forward and backward pass alike
+    diff = mx.square(student_hidden - teacher_hidden.astype(mx.float32)) * m
     return diff.sum() / (m.sum() * student_hidden.shape[-1])
 
 
@@ -54,7 +55,7 @@ def attention_mse(student_attn: mx.array, teacher_attn: mx.array, mask: mx.array
     """MSE between attention probability maps (B, heads, L, L) over real query/key pairs."""
     s, t = _match_heads(student_attn, teacher_attn.astype(mx.float32))
     pairs = _pair_mask(mask)
-    diff = (s - t) ** 2 * pairs
+    diff = mx.square(s - t) * pairs
     return diff.sum() / (pairs.sum() * s.shape[1])
 
 

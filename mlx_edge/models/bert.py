@@ -47,8 +47,25 @@ FAST_ACTIVATIONS = {
 }
 
 
-def activation(name: str, fast: bool):
-    return FAST_ACTIVATIONS.get(name, ACTIVATIONS[name]) if fast else ACTIVATIONS[name]
+# While training: the same values, with the derivative kept from the forward pass (fastmath.py).
+FAST_TRAIN_ACTIVATIONS = {
+    "gelu": fastmath.gelu_train,
+    "gelu_new": fastmath.gelu_tanh_train,
+    "gelu_pytorch_tanh": fastmath.gelu_tanh_train,
+    "gelu_fast": fastmath.gelu_tanh_train,
+}
+
+
+def activation(name: str, fast: bool, training: bool = False):
+    if not fast:
+        return ACTIVATIONS[name]
+    table = FAST_TRAIN_ACTIVATIONS if training else FAST_ACTIVATIONS
+    return table.get(name, ACTIVATIONS[name])
+
+
+def _dropout(p: float, fast: bool) -> nn.Module:
+    """fastmath.Dropout (a hashed mask, no threefry: MLX's CPU RNG draws one scalar at a time) or nn.Dropout."""
+    return (fastmath.Dropout if fast else nn.Dropout)(p)
 
 
 def _positive_int(value) -> bool:
@@ -177,7 +194,7 @@ class BertOutput:
 
 
 class BertEmbeddings(nn.Module):
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, fast: bool = False):
         super().__init__()
         width = config.embedding_size or config.hidden_size
         self.word_embeddings = nn.Embedding(config.vocab_size, width)
@@ -185,7 +202,7 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = _dropout(config.hidden_dropout_prob, fast)
 
     def __call__(self, input_ids: mx.array, token_type_ids: mx.array | None) -> mx.array:
         positions = mx.arange(input_ids.shape[1])
@@ -210,7 +227,7 @@ class BertSelfAttention(nn.Module):
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         # the attention maps are the largest dropout input: a hashed mask is 2.2x cheaper on Linux CPUs
-        self.dropout = (fastmath.Dropout if fast else nn.Dropout)(config.attention_probs_dropout_prob)
+        self.dropout = _dropout(config.attention_probs_dropout_prob, fast)
 
     def _heads(self, x: mx.array) -> tuple[mx.array, mx.array, mx.array]:
         B, L, _ = x.shape  # (B, L, H) -> (B, heads, L, head_dim)
@@ -246,11 +263,11 @@ def _merge_heads(context: mx.array) -> mx.array:
 class BertResidualOutput(nn.Module):
     """dense → dropout → + residual → LayerNorm: HF's `BertSelfOutput` and `BertOutput` alike."""
 
-    def __init__(self, config: BertConfig, in_features: int):
+    def __init__(self, config: BertConfig, in_features: int, fast: bool = False):
         super().__init__()
         self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.dropout = _dropout(config.hidden_dropout_prob, fast)
 
     def __call__(self, x: mx.array, residual: mx.array) -> mx.array:
         return self.LayerNorm(self.dropout(self.dense(x)) + residual)
@@ -260,7 +277,7 @@ class BertAttention(nn.Module):
     def __init__(self, config: BertConfig, fast: bool):
         super().__init__()
         self.self = BertSelfAttention(config, fast)
-        self.output = BertResidualOutput(config, config.hidden_size)
+        self.output = BertResidualOutput(config, config.hidden_size, fast)
 
     def __call__(self, x, mask, return_probs):
         context, probs = self.self(x, mask, return_probs)
@@ -272,9 +289,10 @@ class BertIntermediate(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.act = activation(config.hidden_act, fast)
+        self.train_act = activation(config.hidden_act, fast, training=True)
 
     def __call__(self, x: mx.array) -> mx.array:
-        return self.act(self.dense(x))
+        return (self.train_act if self.training else self.act)(self.dense(x))
 
 
 class BertLayer(nn.Module):
@@ -282,7 +300,7 @@ class BertLayer(nn.Module):
         super().__init__()
         self.attention = BertAttention(config, fast)
         self.intermediate = BertIntermediate(config, fast)
-        self.output = BertResidualOutput(config, config.intermediate_size)
+        self.output = BertResidualOutput(config, config.intermediate_size, fast)
 
     def __call__(self, x, mask, return_probs):
         attended, probs = self.attention(x, mask, return_probs)
@@ -313,7 +331,7 @@ class BertPooler(nn.Module):
 class BertModel(nn.Module):
     def __init__(self, config: BertConfig, fast: bool):
         super().__init__()
-        self.embeddings = BertEmbeddings(config)
+        self.embeddings = BertEmbeddings(config, fast)
         self.encoder = BertEncoder(config, fast)
         self.pooler = BertPooler(config)
 
@@ -331,7 +349,7 @@ class BertForSequenceClassification(nn.Module):
         self.fast_math = fastmath.enabled() if fast_math is None else fast_math
         self.bert = BertModel(config, self.fast_math)
         dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = _dropout(dropout, self.fast_math)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
 
     def __call__(
