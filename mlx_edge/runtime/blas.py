@@ -5,6 +5,12 @@ OpenBLAS runs the same matmul about 40x faster. libmlx resolves `cblas_sgemm` th
 symbol scope first, so loading OpenBLAS with RTLD_GLOBAL *before* `import mlx` makes MLX use it.
 Set MLX_EDGE_BLAS=bundled to opt out, or MLX_EDGE_OPENBLAS=/path/libopenblas.so to pick a library.
 
+What goes into the global scope is not OpenBLAS itself but blas_shim.c (built with the system C
+compiler on first use, cached under mlx-edge's cache): it exports only the cblas_?gemm functions
+libmlx imports and forwards them to an OpenBLAS opened privately. OpenBLAS loaded globally also
+answered libtorch_cpu's exported sgemm_, and PyTorch's CPU training loop ran 9% slower through it.
+Without a C compiler (or with MLX_EDGE_BLAS=global) OpenBLAS is loaded globally, as before.
+
 OpenBLAS picks its kernels from the CPU when it loads, unless OPENBLAS_CORETYPE names them;
 `blas_info()` says which it runs (a machine pinned to "Haswell" kernels on an AVX-512 CPU runs fp32
 GEMM at about half the speed: 225 vs 427 GFLOP/s here, benchmarks/blas_matmul.py).
@@ -15,10 +21,16 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import hashlib
 import os
 import platform
+import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
+
+from mlx_edge.fileio import cache_root
 
 _CANDIDATES = (
     "/usr/lib/{arch}-linux-gnu/openblas-pthread/libblas.so.3",
@@ -29,6 +41,10 @@ _CANDIDATES = (
 
 _loaded_path: str | None = None
 _skip_reason: str | None = None
+_shim_path: str | None = None  # the CBLAS shim in use, when OpenBLAS is answered through it
+_shim_problem: str | None = None  # why it is not (no compiler, a build error), when it is not
+
+_SHIM_SOURCE = Path(__file__).with_name("blas_shim.c")
 
 
 def _candidate_paths() -> list[str]:
@@ -85,6 +101,50 @@ def pinned_kernels_hint(cpuinfo: str = "/proc/cpuinfo") -> str | None:
     return None
 
 
+def build_shim() -> str:
+    """The CBLAS shim as a shared library: built once per source version with the system C
+    compiler ($CC, else cc or gcc), written to a temporary name and renamed into the cache."""
+    source = _SHIM_SOURCE.read_bytes()
+    target = cache_root() / "blas" / f"cblas-shim-{hashlib.sha256(source).hexdigest()[:16]}-{platform.machine()}.so"
+    if target.exists():
+        return str(target)
+    compiler = next((c for c in (os.environ.get("CC"), "cc", "gcc") if c and shutil.which(c)), None)
+    if compiler is None:
+        raise OSError("no C compiler (cc, gcc or $CC) to build the CBLAS shim")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        build = subprocess.run(
+            [compiler, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(_SHIM_SOURCE), "-ldl"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if build.returncode != 0:
+            raise OSError(f"{compiler} could not build the CBLAS shim: {build.stderr.strip()[-300:]}")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return str(target)
+
+
+def _open_through_shim(path: str) -> bool:
+    """Answer libmlx's cblas_?gemm from OpenBLAS at `path` through the shim; False if that is not possible."""
+    global _shim_path, _shim_problem
+    try:
+        shim = build_shim()
+        private = ctypes.CDLL(shim, mode=ctypes.RTLD_LOCAL)  # not global until OpenBLAS is behind it
+        private.mlx_edge_blas_shim_open.argtypes = [ctypes.c_char_p]
+        if private.mlx_edge_blas_shim_open(path.encode()) != 0:
+            return False
+        ctypes.CDLL(shim, mode=ctypes.RTLD_GLOBAL)  # the same handle, now in the global scope
+    except (OSError, subprocess.SubprocessError) as exc:
+        _shim_problem = str(exc)
+        return False
+    _shim_path = shim
+    return True
+
+
 def preload_openblas() -> str | None:
     """Load OpenBLAS globally if this is Linux, MLX is not imported yet, and a library is found."""
     global _loaded_path, _skip_reason
@@ -96,9 +156,15 @@ def preload_openblas() -> str | None:
     if "mlx.core" in sys.modules:
         _skip_reason = "mlx was imported before mlx_edge"
         return None
+    through_shim = os.environ.get("MLX_EDGE_BLAS", "").lower() != "global"
     for path in _candidate_paths():
         if os.path.isabs(path) and not os.path.exists(path):
             continue
+        if through_shim and _open_through_shim(path):
+            _loaded_path = path
+            return path
+        if _shim_path is None and through_shim and _shim_problem is None:
+            continue  # the shim was built but this library lacks cblas_?gemm: try the next one
         try:
             ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         except OSError:
@@ -144,10 +210,14 @@ def blas_info() -> BlasInfo:
     except AttributeError:
         address = None
     library = _library_of_address(address) if address else None
+    core = openblas_core()
+    kernels = f", {core} kernels" if core else ""
+    if library and _shim_path and os.path.realpath(library) == os.path.realpath(_shim_path):
+        detail = f"preloaded from {_loaded_path} behind mlx-edge's CBLAS shim{kernels}"
+        return BlasInfo("OpenBLAS", _loaded_path, detail)
     if library and "openblas" in library.lower():
-        core = openblas_core()
-        kernels = f", {core} kernels" if core else ""
-        return BlasInfo("OpenBLAS", library, f"preloaded from {_loaded_path or library}{kernels}")
+        shared = f" (loaded globally: it answers PyTorch's sgemm_ too; shim: {_shim_problem})" if _shim_problem else ""
+        return BlasInfo("OpenBLAS", library, f"preloaded from {_loaded_path or library}{kernels}{shared}")
     if library:
         return BlasInfo("other", library, f"cblas_sgemm resolves to {library}")
     reason = _skip_reason or "OpenBLAS not loaded"
