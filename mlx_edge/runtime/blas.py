@@ -13,7 +13,7 @@ Without a C compiler (or with MLX_EDGE_BLAS=global) OpenBLAS is loaded globally,
 
 OpenBLAS picks its kernels from the CPU when it loads, unless OPENBLAS_CORETYPE names them;
 `blas_info()` says which it runs (a machine pinned to "Haswell" kernels on an AVX-512 CPU runs fp32
-GEMM at about half the speed: 225 vs 427 GFLOP/s here, benchmarks/blas_matmul.py).
+GEMM at about half the speed: 222 vs 421 GFLOP/s here, benchmarks/blas_matmul.py).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def pinned_kernels_hint(cpuinfo: str = "/proc/cpuinfo") -> str | None:
     if pinned and core in _PRE_AVX512_CORES and cpu_has_avx512(cpuinfo):
         return (
             f"OPENBLAS_CORETYPE={pinned} pins OpenBLAS to its {core} kernels on a CPU with AVX-512; "
-            "unset it to let OpenBLAS choose (fp32 matmul ran ~1.9x faster on one such CPU)"
+            "unset it to let OpenBLAS choose (fp32 matmul ran 1.7-1.9x faster on one such CPU)"
         )
     return None
 
