@@ -81,7 +81,8 @@ def _polynomial(z: mx.array, coefficients: tuple[float, ...]) -> mx.array:
     return value
 
 
-def _erf_shapefree(x: mx.array) -> mx.array:
+def _erf_and_gaussian(x: mx.array) -> tuple[mx.array, mx.array]:
+    """(erf(x), e^(-x^2)): the exp is erf's own factor, which GELU's derivative reuses."""
     a = mx.abs(x)
     a = mx.where(a > 4.0, 4.0, a)
     e = _polynomial(a * a * (-1.0 / 32), _EXP_TAYLOR)  # e^(-a^2/32)
@@ -89,7 +90,11 @@ def _erf_shapefree(x: mx.array) -> mx.array:
         e = e * e  # ^32: e^(-a^2)
     t = 1.0 / (1.0 + _ERF_P * a)
     y = 1.0 - t * _polynomial(t, _ERF_A) * e  # 1 - (a1 t + ... + a5 t^5) e^(-a^2)
-    return mx.where(x < 0, -y, y)
+    return mx.where(x < 0, -y, y), e
+
+
+def _erf_shapefree(x: mx.array) -> mx.array:
+    return _erf_and_gaussian(x)[0]
 
 
 def _tanh_rational(z: mx.array) -> mx.array:
@@ -145,14 +150,8 @@ def _gelu_vjp(primals, cotangent, output):
 
 
 def _gelu_erf_pair(x: mx.array) -> tuple[mx.array, mx.array]:
-    a = mx.abs(x * _SQRT1_2)
-    a = mx.where(a > 4.0, 4.0, a)
-    e = _polynomial(a * a * (-1.0 / 32), _EXP_TAYLOR)
-    for _ in range(5):
-        e = e * e  # e^(-a^2) = e^(-x^2/2)
-    t = 1.0 / (1.0 + _ERF_P * a)
-    y = 1.0 - t * _polynomial(t, _ERF_A) * e  # erf(|x| / sqrt 2)
-    half = 0.5 + 0.5 * mx.where(x < 0, -y, y)  # (1 + erf(x / sqrt 2)) / 2
+    erf, e = _erf_and_gaussian(x * _SQRT1_2)  # e = e^(-x^2/2)
+    half = 0.5 + 0.5 * erf  # (1 + erf(x / sqrt 2)) / 2
     return x * half, half + x * e * _INV_SQRT_2PI
 
 
@@ -163,18 +162,15 @@ def _gelu_tanh_pair(x: mx.array) -> tuple[mx.array, mx.array]:
     return x * half, half + 0.5 * x * (1.0 - t * t) * _C * (1.0 + 3.0 * _K * x2)
 
 
+def _times_kept_derivative(primals, cotangents, outputs):
+    """The VJP of a (value, derivative) pair: the value's cotangent times the derivative."""
+    return (cotangents[0] * outputs[1],)
+
+
 _gelu_pair_erf = mx.custom_function(mx.compile(_gelu_erf_pair, shapeless=True))
 _gelu_pair_tanh = mx.custom_function(mx.compile(_gelu_tanh_pair, shapeless=True))
-
-
-@_gelu_pair_erf.vjp
-def _gelu_pair_erf_vjp(primals, cotangents, outputs):
-    return (cotangents[0] * outputs[1],)
-
-
-@_gelu_pair_tanh.vjp
-def _gelu_pair_tanh_vjp(primals, cotangents, outputs):
-    return (cotangents[0] * outputs[1],)
+_gelu_pair_erf.vjp(_times_kept_derivative)
+_gelu_pair_tanh.vjp(_times_kept_derivative)
 
 
 def gelu_train(x: mx.array) -> mx.array:

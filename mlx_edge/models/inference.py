@@ -9,6 +9,7 @@ cannot be split, and a stream hop costs more than it saves), the forward compile
 
 from __future__ import annotations
 
+import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -84,13 +85,9 @@ def softmax_in_numpy(model) -> bool:
     return bool(getattr(model, "fast_math", False)) and hasattr(model, "steps") and mx.default_device() == mx.cpu
 
 
-_POOL: list[ThreadPoolExecutor] = []
-
-
+@functools.cache
 def _pool() -> ThreadPoolExecutor:
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(max_workers=cpu_cores(), thread_name_prefix="mlx-edge-softmax"))
-    return _POOL[0]
+    return ThreadPoolExecutor(max_workers=cpu_cores(), thread_name_prefix="mlx-edge-softmax")
 
 
 def staged_forward(model, input_ids: mx.array, mask: mx.array, shards: int, **outputs):

@@ -160,11 +160,12 @@ def preload_openblas() -> str | None:
     for path in _candidate_paths():
         if os.path.isabs(path) and not os.path.exists(path):
             continue
-        if through_shim and _open_through_shim(path):
-            _loaded_path = path
-            return path
-        if _shim_path is None and through_shim and _shim_problem is None:
-            continue  # the shim was built but this library lacks cblas_?gemm: try the next one
+        if through_shim and _shim_problem is None:  # (a shim that failed to build is not tried again)
+            if _open_through_shim(path):
+                _loaded_path = path
+                return path
+            if _shim_problem is None:
+                continue  # the shim is built, but this library lacks cblas_?gemm: try the next one
         try:
             ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         except OSError:
