@@ -22,6 +22,17 @@ case "$(uname -s)" in
         say "WARNING: install OpenBLAS with your package manager; MLX on CPU is ~40x slower without it"
       fi
     fi
+    # MLX compiles its fused CPU kernels with g++ at run time; mlx_edge builds its CBLAS shim with cc.
+    if ! { command -v g++ && command -v cc; } >/dev/null 2>&1; then
+      if command -v apt-get >/dev/null 2>&1; then
+        SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+        say "installing the C and C++ compilers (gcc, g++)"
+        $SUDO apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq gcc g++ >/dev/null
+      else
+        say "WARNING: install gcc and g++; mx.compile on CPU needs g++, and PyTorch shares OpenBLAS without cc"
+      fi
+    fi
     # `mlx-edge serve`'s browser tests drive Debian's chromium with its chromedriver (nothing is downloaded at test time).
     if ! command -v chromedriver >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
       SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
