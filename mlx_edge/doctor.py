@@ -13,6 +13,7 @@ from packaging.version import InvalidVersion, Version
 from mlx_edge.manifest import installed_version
 from mlx_edge.models.builtin import builtin_status
 from mlx_edge.models.builtin_llm import builtin_llm_status
+from mlx_edge.runtime import kernels
 from mlx_edge.runtime.blas import blas_info, pinned_kernels_hint
 from mlx_edge.runtime.devices import mlx_gpu_kind, torch_backends_available
 from mlx_edge.runtime.memory import freed_memory_kept
@@ -128,6 +129,9 @@ def probe_blas(seconds: float = 0.3) -> dict[str, object]:
     info = blas_info()
     out: dict[str, object] = {"name": info.name, "library": info.library, "detail": info.detail}
     out["freed_memory_kept"] = freed_memory_kept()  # runtime/memory.py (False: off, not Linux, or not glibc)
+    if IS_LINUX:
+        out["cpu_kernels"] = kernels.load() is not None  # runtime/kernels.py: built (once) here if need be
+        out["cpu_kernels_detail"] = kernels.describe()
     if info.name == "OpenBLAS" and (hint := pinned_kernels_hint()):
         out["hint"] = hint
     with mx.stream(mx.cpu):
@@ -183,6 +187,13 @@ def format_report(report: Report) -> str:
         lines.append("           fix: apt-get install libopenblas0-pthread (MLX CPU is ~40x faster with it)")
     if blas.get("hint"):
         lines.append(f"           note: {blas['hint']}")
+    if IS_LINUX and "cpu_kernels" in blas:
+        lines.append(f"kernels    softmax/GELU/LayerNorm/dropout on CPU: {blas['cpu_kernels_detail']}")
+        if not blas["cpu_kernels"]:
+            lines.append(
+                "           fix: apt-get install g++ and pip install the nanobind pinned in pyproject.toml "
+                "(training and inference are ~1.3x faster with them), or see the reason above"
+            )
     if IS_LINUX and blas.get("freed_memory_kept") is False:
         lines.append(
             "memory     glibc hands freed buffers back to the kernel: MLX's fused CPU kernels fault their "

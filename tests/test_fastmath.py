@@ -1,4 +1,8 @@
-"""The polynomial exp and the custom-gradient GELUs used on Linux CPUs match MLX's native ones."""
+"""The polynomial exp and the custom-gradient GELUs used on Linux CPUs match MLX's native ones.
+
+Every test runs twice: with mlx-edge's C++ kernels (runtime/kernels.py; what Linux runs when g++
+and nanobind are there) and with the MLX expressions they fall back to (the kernels switched off).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,18 @@ import pytest
 from mlx.utils import tree_flatten
 
 from mlx_edge.models import fastmath
+from mlx_edge.runtime import kernels
+
+
+@pytest.fixture(autouse=True, params=["cpu-kernels", "mlx-expressions"])
+def backend(request, monkeypatch):
+    if request.param == "cpu-kernels":
+        if fastmath.cpu_kernels() is None:
+            pytest.skip(f"mlx-edge's C++ kernels are not in use here: {kernels.problem()}")
+    else:
+        monkeypatch.setattr(fastmath, "cpu_kernels", lambda: None)
+    return request.param
+
 
 X = mx.array(np.concatenate([np.linspace(-12, 12, 20001), [-100.0, -30.0, 0.0, 30.0, 100.0]]).astype(np.float32))
 
@@ -122,6 +138,11 @@ def test_fast_math_is_decided_when_the_model_is_built(monkeypatch):
     assert len(fast_drops) == len(native_drops) == 1 + 3 * config.num_hidden_layers + 1
     assert all(type(m) is fastmath.Dropout for m in fast_drops)
     assert all(type(m) is nn.Dropout for m in native_drops)
+    assert (
+        type(layer.output.LayerNorm) is fastmath.LayerNorm
+        and type(fast.bert.embeddings.LayerNorm) is fastmath.LayerNorm
+    )
+    assert type(native.layers[0].output.LayerNorm) is nn.LayerNorm
     ids = mx.array([[1, 5, 7, 2, 0, 0]])
     mask = (ids != 0).astype(mx.int32)
     a = fast.eval()(ids, mask, output_attentions=True)

@@ -82,9 +82,17 @@ def test_compare_speed_is_the_median_of_interleaved_pairs(monkeypatch):
     assert clock["calls"] == 2 + 2 * 5  # one warm-up each, then the pairs
 
 
-def test_batch_forward_takes_the_softmax_to_numpy_and_gives_the_models_own_outputs(model):
+@pytest.mark.parametrize("kernels", ["cpu-kernels", "numpy-softmax"])
+def test_batch_forward_advances_layer_by_layer_and_gives_the_models_own_outputs(model, kernels, monkeypatch):
+    from mlx_edge.models import fastmath
+
+    if kernels == "numpy-softmax":  # where the C++ kernels cannot build, the softmax goes to NumPy
+        monkeypatch.setattr(fastmath, "cpu_kernels", lambda: None)
+    elif fastmath.cpu_kernels() is None:
+        pytest.skip("mlx-edge's C++ kernels are not in use here")
     # fast math is on for MLX's CPU device on Linux (the fixture's model): the path says so
-    assert inference.softmax_in_numpy(model) == model.fast_math
+    assert inference.layer_lockstep(model) == model.fast_math
+    assert inference.softmax_in_numpy(model) == (model.fast_math and kernels == "numpy-softmax")
     rng = np.random.default_rng(1)
     ids = rng.integers(1, 80, size=(9, 14)).astype(np.int32)
     mask = np.ones_like(ids)
@@ -98,7 +106,8 @@ def test_batch_forward_takes_the_softmax_to_numpy_and_gives_the_models_own_outpu
             np.testing.assert_allclose(np.array(g), np.array(w), atol=2e-5)
         assert np.all(np.array(got.attentions[0])[2:, :, :, 10:] == 0.0)
     described = BatchForward(model, batch_size=9, shards=2).settings().describe()
-    assert ("NumPy softmax" in described) == model.fast_math
+    assert ("NumPy softmax" in described) == (model.fast_math and kernels == "numpy-softmax")
+    assert ("C++ kernels" in described) == (model.fast_math and kernels == "cpu-kernels")
 
 
 def test_the_staged_forward_yields_each_layers_scores_and_takes_the_probabilities_back(model):

@@ -68,6 +68,11 @@ def _dropout(p: float, fast: bool) -> nn.Module:
     return (fastmath.Dropout if fast else nn.Dropout)(p)
 
 
+def _layer_norm(config, fast: bool) -> nn.LayerNorm:
+    """fastmath.LayerNorm (the C++ kernel where it runs) or nn.LayerNorm: the same parameters."""
+    return (fastmath.LayerNorm if fast else nn.LayerNorm)(config.hidden_size, eps=config.layer_norm_eps)
+
+
 def _positive_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
@@ -201,7 +206,7 @@ class BertEmbeddings(nn.Module):
         self.projection = nn.Linear(width, config.hidden_size) if config.embedding_size is not None else None
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.LayerNorm = _layer_norm(config, fast)
         self.dropout = _dropout(config.hidden_dropout_prob, fast)
 
     def __call__(self, input_ids: mx.array, token_type_ids: mx.array | None) -> mx.array:
@@ -266,7 +271,7 @@ class BertResidualOutput(nn.Module):
     def __init__(self, config: BertConfig, in_features: int, fast: bool = False):
         super().__init__()
         self.dense = nn.Linear(in_features, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.LayerNorm = _layer_norm(config, fast)
         self.dropout = _dropout(config.hidden_dropout_prob, fast)
 
     def __call__(self, x: mx.array, residual: mx.array) -> mx.array:

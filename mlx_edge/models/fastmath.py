@@ -20,6 +20,8 @@ from functools import partial
 import mlx.core as mx
 import mlx.nn as nn
 
+from mlx_edge.runtime import kernels as _cpu_kernels
+
 _LOG2E = 1.4426950408889634
 _LN2_HI, _LN2_LO = 0.693145751953125, 1.428606765330187e-06  # ln 2 split for an exact n * ln2
 _C = math.sqrt(2.0 / math.pi)
@@ -36,6 +38,17 @@ def enabled() -> bool:
     if setting in ("1", "on", "true"):
         return True
     return sys.platform.startswith("linux") and mx.default_device() == mx.cpu
+
+
+def cpu_kernels():
+    """mlx-edge's C++ kernels when they can run this op: built and loaded (kernels.load), and MLX's
+    default device is the CPU (they have no GPU code)."""
+    module = _cpu_kernels.load()
+    return module if module is not None and mx.default_device() == mx.cpu else None
+
+
+def _kernels_for(x: mx.array):
+    return cpu_kernels() if x.dtype == mx.float32 else None
 
 
 def exp(x: mx.array) -> mx.array:
@@ -113,13 +126,24 @@ def _gelu_tanh_forward(x: mx.array) -> mx.array:
     return 0.5 * x * (1.0 + _tanh_rational(_C * (x + _K * x * x * x)))
 
 
-@mx.custom_function
 def gelu_tanh(x: mx.array) -> mx.array:
     """0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))): HF `gelu_new` / `gelu_pytorch_tanh`."""
+    k = _kernels_for(x)
+    return k.gelu(x, tanh=True) if k is not None else _gelu_tanh_expr(x)
+
+
+def gelu(x: mx.array) -> mx.array:
+    """Exact GELU, 0.5 x (1 + erf(x / √2))."""
+    k = _kernels_for(x)
+    return k.gelu(x) if k is not None else _gelu_erf_expr(x)
+
+
+@mx.custom_function
+def _gelu_tanh_expr(x: mx.array) -> mx.array:
     return _gelu_tanh_forward(x)
 
 
-@gelu_tanh.vjp
+@_gelu_tanh_expr.vjp
 def _gelu_tanh_vjp(primals, cotangent, output):
     x = primals
     t = _tanh_rational(_C * (x + _K * x * x * x))
@@ -127,12 +151,11 @@ def _gelu_tanh_vjp(primals, cotangent, output):
 
 
 @mx.custom_function
-def gelu(x: mx.array) -> mx.array:
-    """Exact GELU, 0.5 x (1 + erf(x / √2))."""
+def _gelu_erf_expr(x: mx.array) -> mx.array:
     return _gelu_erf_forward(x)
 
 
-@gelu.vjp
+@_gelu_erf_expr.vjp
 def _gelu_vjp(primals, cotangent, output):
     x = primals
     return (cotangent * (0.5 * (1.0 + _erf_shapefree(x * _SQRT1_2)) + x * _INV_SQRT_2PI * exp(-0.5 * x * x)),)
@@ -175,18 +198,25 @@ _gelu_pair_tanh.vjp(_times_kept_derivative)
 
 def gelu_train(x: mx.array) -> mx.array:
     """`gelu` whose forward pass also keeps the derivative for a one-multiply backward pass."""
-    return _gelu_pair_erf(x)[0]
+    k = _kernels_for(x)
+    return k.gelu_pair(x)[0] if k is not None else _gelu_pair_erf(x)[0]
 
 
 def gelu_tanh_train(x: mx.array) -> mx.array:
     """`gelu_tanh` whose forward pass also keeps the derivative for a one-multiply backward pass."""
-    return _gelu_pair_tanh(x)[0]
+    k = _kernels_for(x)
+    return k.gelu_pair(x, tanh=True)[0] if k is not None else _gelu_pair_tanh(x)[0]
 
 
-@mx.custom_function
 def softmax(x: mx.array) -> mx.array:
     """Softmax over the last axis (in float32, like `mx.softmax(..., precise=True)`); a masked key
     (score = the dtype's minimum) gets exactly 0."""
+    k = _kernels_for(x)
+    return k.softmax(x) if k is not None else _softmax_expr(x)
+
+
+@mx.custom_function
+def _softmax_expr(x: mx.array) -> mx.array:
     dtype = x.dtype
     if dtype != mx.float32:
         x = x.astype(mx.float32)
@@ -195,7 +225,7 @@ def softmax(x: mx.array) -> mx.array:
     return y if dtype == mx.float32 else y.astype(dtype)
 
 
-@softmax.vjp
+@_softmax_expr.vjp
 def _softmax_vjp(primals, cotangent, output):
     y = output
     return (y * (cotangent - (cotangent * y).sum(axis=-1, keepdims=True)),)
@@ -209,16 +239,28 @@ def keep_mask(shape: tuple[int, ...], keep: float) -> mx.array:
     one random seed per call): integer ops `mx.compile` fuses, 2.2x faster here than
     mx.random.bernoulli's threefry on the 16x12x128x128 attention maps (measured interleaved).
     Independent enough for dropout, not for anything cryptographic or statistical."""
-    size = math.prod(shape)
     # draws from (and advances) MLX's key; a 0-d seed keeps the fused hash kernel on MLX's contiguous
     # (vectorized) path, where a (1,) seed is a broadcast input that makes it strided: 11.2 -> 8.1 ms
     # for dropout's value-and-grad at 16x12x128x128 here
-    seed = mx.random.randint(0, 2**31 - 1, ()).astype(_U32)
+    return _hashed(_dropout_seed(), shape) < mx.array(_threshold(keep), _U32)
+
+
+def _threshold(keep: float) -> int:
+    """A uint32 hash is kept below this: P(kept) = keep."""
+    return min(int(keep * 2**32), 2**32 - 1)
+
+
+def _dropout_seed() -> mx.array:
+    """One 0-d uint32 seed per mask, drawn from (and advancing) MLX's key."""
+    return mx.random.randint(0, 2**31 - 1, ()).astype(_U32)
+
+
+def _hashed(seed: mx.array, shape: tuple[int, ...]) -> mx.array:
+    size = math.prod(shape)
     h = mx.arange(size, dtype=_U32).reshape(shape) * mx.array(0x9E3779B1, _U32) + seed * mx.array(0x85EBCA77, _U32)
     for shift, multiplier in ((16, 0x85EBCA6B), (13, 0xC2B2AE35)):
         h = mx.bitwise_xor(h, mx.right_shift(h, mx.array(shift, _U32))) * mx.array(multiplier, _U32)
-    h = mx.bitwise_xor(h, mx.right_shift(h, mx.array(16, _U32)))
-    return h < mx.array(min(int(keep * 2**32), 2**32 - 1), _U32)
+    return mx.bitwise_xor(h, mx.right_shift(h, mx.array(16, _U32)))
 
 
 class Dropout(nn.Module):
@@ -233,4 +275,17 @@ class Dropout(nn.Module):
     def __call__(self, x: mx.array) -> mx.array:
         if self._keep == 1 or not self.training:
             return x
+        k = _kernels_for(x)
+        if k is not None:  # the same mask (same seed, same hash), applied in one vectorized pass
+            return k.dropout(x, _dropout_seed(), self._keep)
         return mx.where(keep_mask(x.shape, self._keep), x * (1 / self._keep), mx.zeros((), x.dtype))
+
+
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm (same parameters, same checkpoints) computed by the C++ kernels when they run here."""
+
+    def __call__(self, x: mx.array) -> mx.array:
+        k = _kernels_for(x)
+        if k is None or "weight" not in self or "bias" not in self or self.weight.dtype != mx.float32:
+            return super().__call__(x)
+        return k.layer_norm(x, self.weight, self.bias, self.eps)

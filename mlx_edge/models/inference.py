@@ -2,8 +2,9 @@
 
 Batches: on MLX's CPU device a batch is cut into row slices, one per CPU stream (cpu_streams.py), so
 every core runs the elementwise work, with OpenBLAS limited to cores/streams threads inside; on a
-GPU it is one piece. On Linux CPUs the batches' attention softmax runs in NumPy (`staged_forward`:
-MLX's CPU exp is scalar, NumPy's is vectorized). Single sentences (`latency`): never sharded (one row
+GPU it is one piece. On Linux CPUs the slices advance layer by layer (`staged_forward`), and the
+attention softmax, GELU and LayerNorm run in mlx-edge's C++ kernels (runtime/kernels.py); where those
+cannot be built, the softmax runs in NumPy (MLX's CPU exp is scalar, NumPy's is vectorized). Single sentences (`latency`): never sharded (one row
 cannot be split, and a stream hop costs more than it saves), the forward compiled once per length.
 """
 
@@ -18,6 +19,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx_edge.data import bucketed_batches, collate
+from mlx_edge.models import fastmath
 from mlx_edge.runtime.blas import blas_info
 from mlx_edge.runtime.cpu_streams import (
     blas_limit,
@@ -41,6 +43,7 @@ class Settings:
     blas: str | None
     device: str
     numpy_softmax: bool = False
+    cpu_kernels: bool = False
 
     def describe(self) -> str:
         parts = [f"{self.shards} CPU stream{'s' * (self.shards > 1)}" if self.device == "cpu" else self.device]
@@ -49,6 +52,8 @@ class Settings:
         parts.append("compiled" if self.compiled else "eager")
         if self.fast_math:
             parts.append("fast math")
+        if self.cpu_kernels:
+            parts.append("mlx-edge C++ kernels")
         if self.numpy_softmax:
             parts.append("NumPy softmax")
         return ", ".join(parts)
@@ -65,6 +70,7 @@ def path_settings(model, *, shards: int, compiled: bool, numpy_softmax: bool = F
         blas=blas_info().name if cpu else None,
         device="cpu" if cpu else "gpu",
         numpy_softmax=numpy_softmax,
+        cpu_kernels=bool(getattr(model, "fast_math", False)) and cpu and fastmath.cpu_kernels() is not None,
     )
 
 
@@ -77,12 +83,19 @@ def numpy_softmax(scores: np.ndarray) -> np.ndarray:
     return e
 
 
-def softmax_in_numpy(model) -> bool:
-    """Whether the eager batch path takes the attention softmax out of MLX: on MLX's CPU device with
-    fast math on (Linux; fastmath.enabled). The mlx-cpu wheel's exp runs one scalar at a time: MLX's
-    attention took 40 ms for one 16 x 12 x 128 x 128 slice of scores, NumPy's vectorized softmax ~7 ms
-    (tiny student, 128 tokens: infer b32 379 -> 302 ms)."""
+def layer_lockstep(model) -> bool:
+    """Whether the eager batch path advances its CPU streams layer by layer (`staged_forward`): on
+    MLX's CPU device with fast math on (Linux; fastmath.enabled). One lazy graph per stream, evaluated
+    at the end, ran the streams largely one after the other (MLX's eval enqueues one slice's graph
+    before the next, at most a few tasks ahead): tiny student, b32 L128, 337 vs 262 ms here."""
     return bool(getattr(model, "fast_math", False)) and hasattr(model, "steps") and mx.default_device() == mx.cpu
+
+
+def softmax_in_numpy(model) -> bool:
+    """Whether `staged_forward` takes the attention softmax out of MLX: when mlx-edge's C++ kernels
+    are not built. The mlx-cpu wheel's exp runs one scalar at a time: MLX's attention took 40 ms for
+    one 16 x 12 x 128 x 128 slice of scores, NumPy's vectorized softmax ~7 ms, the C++ kernel 2.4 ms."""
+    return layer_lockstep(model) and fastmath.cpu_kernels() is None
 
 
 @functools.cache
@@ -90,11 +103,12 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=cpu_cores(), thread_name_prefix="mlx-edge-softmax")
 
 
-def staged_forward(model, input_ids: mx.array, mask: mx.array, shards: int, **outputs):
-    """`model(input_ids, mask, **outputs)` over `shards` CPU streams with every attention softmax in
-    NumPy: the slices advance layer by layer (`model.steps(softmax_outside=True)`), each layer's
-    scores evaluated on all streams at once, their softmaxes run on a thread per slice (NumPy
-    releases the GIL), the probabilities sent back. Lazy after the last layer, like sharded_forward."""
+def staged_forward(model, input_ids: mx.array, mask: mx.array, shards: int, *, in_numpy: bool = True, **outputs):
+    """`model(input_ids, mask, **outputs)` over `shards` CPU streams, the slices advancing layer by
+    layer (`model.steps(softmax_outside=True)`): each layer's scores evaluated on all streams at once,
+    then their softmaxes, by the model's own softmax on each stream, or (`in_numpy`) in NumPy on a
+    thread per slice (NumPy releases the GIL) with the probabilities sent back. Lazy after the last
+    layer, like sharded_forward."""
     bounds = row_bounds(input_ids.shape[0], shards)
     streams = cpu_streams(len(bounds) - 1)
     runs, pending, done = [], [], []
@@ -108,11 +122,11 @@ def staged_forward(model, input_ids: mx.array, mask: mx.array, shards: int, **ou
         live = [i for i, s in enumerate(pending) if s is not None]
         mx.eval([pending[i] for i in live])
         # NumPy has no bfloat16: a half-precision model keeps MLX's own softmax
-        exact = [pending[i].dtype == mx.float32 for i in live]
+        exact = [in_numpy and pending[i].dtype == mx.float32 for i in live]
         probs = _pool().map(numpy_softmax, [np.asarray(pending[i]) for i, f in zip(live, exact) if f])
         for i, f in zip(live, exact):
             with mx.stream(streams[i]):
-                p = mx.array(next(probs)) if f else mx.softmax(pending[i], axis=-1, precise=True)
+                p = mx.array(next(probs)) if f else fastmath.softmax(pending[i])
                 pending[i], done[i] = _advance(runs[i], p)
     return join_outputs(done)
 
@@ -129,7 +143,7 @@ class BatchForward:
     """`forward(input_ids, mask, **outputs)` -> an evaluated BertOutput, split over CPU streams.
 
     `shards`: streams per batch (None: one per core, each slice at least 8 rows; see resolve_shards).
-    On MLX's CPU device with fast math the attention softmax runs in NumPy (`softmax_in_numpy`).
+    On MLX's CPU device with fast math the streams advance layer by layer (`layer_lockstep`).
     """
 
     def __init__(self, model, *, batch_size: int, shards: int | None = None):
@@ -139,8 +153,8 @@ class BatchForward:
     def __call__(self, input_ids, mask, **outputs):
         ids, m = mx.array(input_ids), mx.array(mask)
         with blas_limit(self.shards):
-            if softmax_in_numpy(self.model) and not self.model.training:
-                out = staged_forward(self.model, ids, m, self.shards, **outputs)
+            if layer_lockstep(self.model) and not self.model.training:
+                out = staged_forward(self.model, ids, m, self.shards, in_numpy=softmax_in_numpy(self.model), **outputs)
             else:
                 out = sharded_forward(self.model, ids, m, self.shards, **outputs)
             mx.eval(out.logits, out.hidden_states or [], out.attentions or [])
