@@ -62,6 +62,10 @@ def test_doctor_json_is_usable_here():
     if sys.platform.startswith("linux"):
         assert report["blas"]["name"] == "OpenBLAS", report["blas"]  # setup installs libopenblas0-pthread
         assert report["blas"]["cpu_matmul_gflops"] > 0  # a figure, not a timed test: the name above is the check
+        # setup installs g++ and the pinned nanobind: the C++ kernels must be in use, and doctor says so
+        assert report["blas"]["cpu_kernels"] is True, report["blas"]["cpu_kernels_detail"]
+        text = CliRunner().invoke(main, ["doctor"]).output
+        assert "kernels    softmax/GELU/LayerNorm/dropout on CPU: vectorized (mlx-edge C++)" in text
 
 
 def test_doctor_flags_an_untested_version(monkeypatch):

@@ -1,0 +1,96 @@
+"""mlx-edge's C++ CPU kernels (mlx_edge/runtime/kernels.py) against the MLX expressions they replace
+and MLX's native ops, per op, forward and value-and-grad, at a distillation step's shapes.
+
+    .venv/bin/python benchmarks/cpu_kernels.py [--repeats 20]
+
+Medians of `--repeats` evaluations after one warm-up, on MLX's CPU device, one stream (the step runs
+one such stream per core). Linux only: elsewhere MLX's own kernels are used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import mlx_edge  # noqa: F401  # first: OpenBLAS behind MLX (runtime/blas.py)
+
+import mlx.core as mx  # isort: skip
+import mlx.nn as nn  # isort: skip
+
+from mlx_edge.models import fastmath
+from mlx_edge.runtime import kernels
+
+
+def timed(fn, *args, repeats: int) -> float:
+    mx.eval(fn(*args))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        mx.eval(fn(*args))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def value_and_grad(fn, cotangent):
+    return mx.grad(lambda x: (fn(x) * cotangent).sum())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    k = kernels.load()
+    if k is None:
+        print(f"the C++ kernels are not in use: {kernels.problem()}", file=sys.stderr)
+        return 1
+    mx.set_default_device(mx.cpu)
+    mx.random.seed(0)
+    scores = mx.random.normal((16, 12, 128, 128))  # one shard's attention scores (tiny student, b32 L128)
+    ffn = mx.random.normal((2048, 1536))  # FFN activations
+    rows = mx.random.normal((4096, 312))  # LayerNorm input
+    w, b = mx.ones((312,)), mx.zeros((312,))
+    seed = mx.array(7, mx.uint32)
+    drop = fastmath.Dropout(0.1)
+    drop.train()
+
+    def expressions(fn):  # fastmath with the kernels switched off: what runs where they cannot build
+        def run(*a):
+            saved, fastmath.cpu_kernels = fastmath.cpu_kernels, lambda: None
+            try:
+                return fn(*a)
+            finally:
+                fastmath.cpu_kernels = saved
+
+        return run
+
+    cases = [
+        ("softmax 16x12x128x128", "forward", scores,
+         k.softmax, mx.compile(expressions(fastmath.softmax)), lambda x: mx.softmax(x, axis=-1, precise=True)),
+        ("softmax 16x12x128x128", "value+grad", scores,
+         value_and_grad(k.softmax, scores), mx.compile(value_and_grad(expressions(fastmath.softmax), scores)),
+         value_and_grad(lambda x: mx.softmax(x, axis=-1, precise=True), scores)),
+        ("GELU (erf) 2048x1536", "forward", ffn, k.gelu, expressions(fastmath.gelu), nn.gelu),
+        ("GELU (erf) 2048x1536", "value+grad", ffn,
+         value_and_grad(lambda x: k.gelu_pair(x)[0], ffn), mx.compile(value_and_grad(expressions(fastmath.gelu_train), ffn)),
+         value_and_grad(nn.gelu, ffn)),
+        ("LayerNorm 4096x312", "forward", rows,
+         lambda x: k.layer_norm(x, w, b, 1e-12), None, lambda x: mx.fast.layer_norm(x, w, b, 1e-12)),
+        ("LayerNorm 4096x312", "value+grad", rows,
+         value_and_grad(lambda x: k.layer_norm(x, w, b, 1e-12), rows), None,
+         mx.compile(value_and_grad(lambda x: mx.fast.layer_norm(x, w, b, 1e-12), rows))),
+        ("dropout 0.1 16x12x128x128", "value+grad", scores,
+         value_and_grad(lambda x: k.dropout(x, seed, 0.9), scores), mx.compile(value_and_grad(expressions(drop), scores)),
+         value_and_grad(nn.Dropout(0.1), scores)),
+    ]  # fmt: skip
+    print(f"{'op':28s} {'pass':11s} {'C++ kernel':>11s} {'fastmath':>9s} {'MLX':>9s}   (ms, median of {args.repeats})")
+    for name, kind, x, ours, expression, native in cases:
+        cells = [timed(fn, x, repeats=args.repeats) if fn is not None else None for fn in (ours, expression, native)]
+        print(f"{name:28s} {kind:11s} " + " ".join(f"{c:>9.2f}  " if c is not None else f"{'-':>9s}  " for c in cells))
+    print(f"kernels: {kernels.describe()}; MLX {mx.__version__}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
