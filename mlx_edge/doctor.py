@@ -43,6 +43,8 @@ TESTED = (
     Requirement("onnx", ">=1.17", False, "ONNX export"),
     Requirement("onnxruntime", ">=1.20", False, "ONNX parity checks and bench"),
     Requirement("click", ">=8.1", True, "the CLI"),
+) + (  # Linux only: the C++ CPU kernels (runtime/kernels.py) need the nanobind ABI MLX 0.32 was built with
+    (Requirement("nanobind", ">=3.0.1,<3.2", False, "mlx-edge's C++ CPU kernels for MLX"),) if IS_LINUX else ()
 )
 PYTHON_SPEC = ">=3.10,<3.14"
 
