@@ -139,7 +139,7 @@ def build() -> Path:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     command = [compiler, *flags, "-o", str(tmp)]
     try:
-        print("mlx-edge: building its CPU kernels for MLX (once, ~30 s)", file=sys.stderr, flush=True)
+        print("mlx-edge: building its CPU kernels for MLX (once, ~10 s)", file=sys.stderr, flush=True)
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
             errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.splitlines()
