@@ -156,6 +156,20 @@ print(json.dumps({"loaded": kernels.load() is not None, "problem": kernels.probl
 """
 
 
+@linux
+def test_reading_mlxs_nanobind_registry_leaves_it_intact(k):
+    # the registry key is read through the interpreter's state dict; a reference miscounted there
+    # once freed the dict, and MLX's arrays stopped converting ("incompatible function arguments")
+    for _ in range(5):
+        version, domain = kernels._mlx_nanobind_abi()
+    assert version.isdigit() and domain == "mlx"
+    np.testing.assert_allclose(np.array(k.softmax(mx.zeros((1, 4)))), [[0.25] * 4])
+    # and in a fresh interpreter, where the library is imported after the registry was read
+    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["loaded"] is True
+
+
 def _probe(tmp_path, **env) -> dict:
     full = {**os.environ, "MLX_EDGE_CACHE": str(tmp_path / "cache"), **env}
     done = subprocess.run(

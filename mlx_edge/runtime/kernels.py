@@ -60,11 +60,10 @@ def _mlx_nanobind_abi() -> tuple[str, str] | None:
     # the call returns a borrowed reference that ctypes takes as its own: without this one more
     # reference, dropping `state` would free the interpreter's dict (and nanobind's registry in it)
     api.Py_IncRef(state)
-    for key in list(state):
-        found = re.fullmatch(r"__nb_internals_.*_v(\d+)(?:_dev\d+)?_?(\w*?)__", str(key))
-        if found:
-            return found.group(1), found.group(2)
-    return None
+    found = [re.fullmatch(r"__nb_internals_.*_v(\d+)(?:_dev\d+)?_?(\w*?)__", str(key)) for key in list(state)]
+    registries = [(m.group(1), m.group(2)) for m in found if m]
+    # other nanobind extensions may have registries of their own: MLX's is the one in its domain
+    return next((r for r in registries if r[1] == "mlx"), registries[0] if registries else None)
 
 
 def _nanobind_abi(nanobind_dir: Path) -> str | None:
@@ -115,7 +114,7 @@ def build() -> Path:
         "-fPIC",
         "-fvisibility=hidden",
         "-DNDEBUG",
-        f"-DNB_DOMAIN={mlx_abi[1] or 'mlx'}",
+        *([f"-DNB_DOMAIN={mlx_abi[1]}"] if mlx_abi[1] else []),  # MLX's nanobind domain ("mlx")
         f"-I{nanobind.include_dir()}",
         f"-I{nanobind_dir / 'ext' / 'robin_map' / 'include'}",
         f"-I{sysconfig.get_paths()['include']}",
