@@ -230,15 +230,32 @@ void dropout_loop(const float* __restrict x, float* __restrict y, size_t size, u
 // MLX primitives
 // ---------------------------------------------------------------------------------------------
 
-void allocate(array& out) { out.set_data(mx::allocator::malloc(out.nbytes())); }
-
 size_t last_dim(const array& a) { return a.ndim() == 0 ? 1 : static_cast<size_t>(a.shape(-1)); }
+
+size_t rows_of(const array& a) {
+  size_t n = last_dim(a);
+  return n ? a.size() / n : 0;
+}
+
+// x as float32 in row-major order (no copy when it already is)
+array f32_rows(const array& x, mx::Stream s) { return mx::contiguous(mx::astype(x, mx::float32, s), false, s); }
 
 Shape without_last(const Shape& shape) { return Shape(shape.begin(), shape.end() - 1); }
 
 class CpuOnly : public mx::Primitive {
  public:
   using mx::Primitive::Primitive;
+  // The stream's encoder with the inputs registered and every output allocated and registered: called
+  // before the task is built, since the task captures the outputs' data pointers.
+  mx::cpu::CommandEncoder& prepare(const std::vector<array>& in, std::vector<array>& out) {
+    auto& enc = mx::cpu::get_command_encoder(stream());
+    for (auto& i : in) enc.set_input_array(i);
+    for (auto& o : out) {
+      o.set_data(mx::allocator::malloc(o.nbytes()));
+      enc.set_output_array(o);
+    }
+    return enc;
+  }
   void eval_gpu(const std::vector<array>&, std::vector<array>&) override {
     throw std::runtime_error("mlx-edge's CPU kernels run on MLX's CPU device only");
   }
@@ -248,15 +265,9 @@ class SoftmaxVjp : public CpuOnly {
  public:
   using CpuOnly::CpuOnly;
   void eval_cpu(const std::vector<array>& in, std::vector<array>& out) override {
-    allocate(out[0]);
-    auto& enc = mx::cpu::get_command_encoder(stream());
-    enc.set_input_array(in[0]);
-    enc.set_input_array(in[1]);
-    enc.set_output_array(out[0]);
-    size_t n = last_dim(in[0]), rows = n ? in[0].size() / n : 0;
-    enc.dispatch([y = in[0].data<float>(), g = in[1].data<float>(), d = out[0].data<float>(), rows, n] {
-      softmax_vjp_rows(y, g, d, rows, n);
-    });
+    auto& enc = prepare(in, out);
+    enc.dispatch([y = in[0].data<float>(), g = in[1].data<float>(), d = out[0].data<float>(),
+                  rows = rows_of(in[0]), n = last_dim(in[0])] { softmax_vjp_rows(y, g, d, rows, n); });
   }
   const char* name() const override { return "MlxEdgeSoftmaxVjp"; }
   bool is_equivalent(const mx::Primitive&) const override { return true; }
@@ -267,16 +278,13 @@ class Softmax : public CpuOnly {
  public:
   using CpuOnly::CpuOnly;
   void eval_cpu(const std::vector<array>& in, std::vector<array>& out) override {
-    allocate(out[0]);
-    auto& enc = mx::cpu::get_command_encoder(stream());
-    enc.set_input_array(in[0]);
-    enc.set_output_array(out[0]);
-    size_t n = last_dim(in[0]), rows = n ? in[0].size() / n : 0;
-    enc.dispatch([x = in[0].data<float>(), y = out[0].data<float>(), rows, n] { softmax_rows(x, y, rows, n); });
+    auto& enc = prepare(in, out);
+    enc.dispatch([x = in[0].data<float>(), y = out[0].data<float>(), rows = rows_of(in[0]),
+                  n = last_dim(in[0])] { softmax_rows(x, y, rows, n); });
   }
   std::vector<array> vjp(const std::vector<array>&, const std::vector<array>& cotangents, const std::vector<int>&,
                          const std::vector<array>& outputs) override {
-    auto g = mx::contiguous(mx::astype(cotangents[0], mx::float32, stream()), false, stream());
+    auto g = f32_rows(cotangents[0], stream());
     return {array(outputs[0].shape(), mx::float32, std::make_shared<SoftmaxVjp>(stream()), {outputs[0], g})};
   }
   const char* name() const override { return "MlxEdgeSoftmax"; }
@@ -289,12 +297,7 @@ class Gelu : public CpuOnly {
  public:
   Gelu(mx::Stream s, bool tanh_form, bool derivative) : CpuOnly(s), tanh_form_(tanh_form), derivative_(derivative) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& out) override {
-    auto& enc = mx::cpu::get_command_encoder(stream());
-    enc.set_input_array(in[0]);
-    for (auto& o : out) {
-      allocate(o);
-      enc.set_output_array(o);
-    }
+    auto& enc = prepare(in, out);
     float* dy = derivative_ ? out[1].data<float>() : nullptr;
     enc.dispatch([x = in[0].data<float>(), y = out[0].data<float>(), dy, size = in[0].size(), t = tanh_form_] {
       gelu_loop(x, y, dy, size, t);
@@ -327,13 +330,8 @@ class LayerNormVjp : public CpuOnly {
  public:
   using CpuOnly::CpuOnly;
   void eval_cpu(const std::vector<array>& in, std::vector<array>& out) override {
-    auto& enc = mx::cpu::get_command_encoder(stream());
-    for (auto& i : in) enc.set_input_array(i);
-    for (auto& o : out) {
-      allocate(o);
-      enc.set_output_array(o);
-    }
-    size_t n = last_dim(in[0]), rows = n ? in[0].size() / n : 0;
+    size_t n = last_dim(in[0]), rows = rows_of(in[0]);
+    auto& enc = prepare(in, out);
     enc.dispatch([x = in[0].data<float>(), w = in[1].data<float>(), mean = in[2].data<float>(),
                   rstd = in[3].data<float>(), g = in[4].data<float>(), dx = out[0].data<float>(),
                   dw = out[1].data<float>(), db = out[2].data<float>(), rows, n] {
@@ -352,20 +350,15 @@ class LayerNorm : public CpuOnly {
  public:
   LayerNorm(mx::Stream s, float eps) : CpuOnly(s), eps_(eps) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& out) override {
-    auto& enc = mx::cpu::get_command_encoder(stream());
-    for (auto& i : in) enc.set_input_array(i);
-    for (auto& o : out) {
-      allocate(o);
-      enc.set_output_array(o);
-    }
-    size_t n = last_dim(in[0]), rows = n ? in[0].size() / n : 0;
+    size_t n = last_dim(in[0]), rows = rows_of(in[0]);
+    auto& enc = prepare(in, out);
     enc.dispatch([x = in[0].data<float>(), w = in[1].data<float>(), b = in[2].data<float>(),
                   y = out[0].data<float>(), mean = out[1].data<float>(), rstd = out[2].data<float>(), rows, n,
                   eps = eps_] { layer_norm_rows(x, w, b, y, mean, rstd, rows, n, eps); });
   }
   std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
                          const std::vector<int>& argnums, const std::vector<array>& outputs) override {
-    auto g = mx::contiguous(mx::astype(cotangents[0], mx::float32, stream()), false, stream());
+    auto g = f32_rows(cotangents[0], stream());
     auto grads = array::make_arrays({primals[0].shape(), primals[1].shape(), primals[2].shape()},
                                     {mx::float32, mx::float32, mx::float32}, std::make_shared<LayerNormVjp>(stream()),
                                     {primals[0], primals[1], outputs[1], outputs[2], g});
@@ -391,11 +384,7 @@ class Dropout : public CpuOnly {
  public:
   Dropout(mx::Stream s, uint32_t threshold, float scale) : CpuOnly(s), threshold_(threshold), scale_(scale) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& out) override {
-    allocate(out[0]);
-    auto& enc = mx::cpu::get_command_encoder(stream());
-    enc.set_input_array(in[0]);
-    enc.set_input_array(in[1]);
-    enc.set_output_array(out[0]);
+    auto& enc = prepare(in, out);
     // the seed is read in the task: eval_cpu only queues work, its inputs may not be computed yet
     enc.dispatch([x = in[0].data<float>(), seed = in[1].data<uint32_t>(), y = out[0].data<float>(),
                   size = in[0].size(), t = threshold_, s = scale_] { dropout_loop(x, y, size, *seed, t, s); });
@@ -405,7 +394,7 @@ class Dropout : public CpuOnly {
     std::vector<array> grads;
     for (int i : argnums) {
       if (i == 0) {
-        auto g = mx::contiguous(mx::astype(cotangents[0], mx::float32, stream()), false, stream());
+        auto g = f32_rows(cotangents[0], stream());
         grads.push_back(array(g.shape(), mx::float32, std::make_shared<Dropout>(stream(), threshold_, scale_),
                               {g, primals[1]}));
       } else {
@@ -425,8 +414,6 @@ class Dropout : public CpuOnly {
   uint32_t threshold_;
   float scale_;
 };
-
-array f32_rows(const array& x, mx::Stream s) { return mx::contiguous(mx::astype(x, mx::float32, s), false, s); }
 
 void require_float32(const array& x, const char* op) {
   if (x.dtype() != mx::float32) throw std::invalid_argument(std::string(op) + " takes float32 arrays only");
@@ -483,7 +470,8 @@ NB_MODULE(_mlx_edge_kernels, m) {
       "dropout",
       [](const array& x, const array& seed, double keep) {
         require_float32(x, "dropout");
-        if (seed.dtype() != mx::uint32 || seed.ndim() != 0) throw std::invalid_argument("dropout: seed must be a 0-d uint32");
+        if (seed.dtype() != mx::uint32 || seed.ndim() != 0)
+          throw std::invalid_argument("dropout: seed must be a 0-d uint32");
         if (!(keep > 0.0 && keep <= 1.0)) throw std::invalid_argument("dropout: keep must be in (0, 1]");
         if (x.size() > 0xFFFFFFFFull) throw std::invalid_argument("dropout: over 2^32 elements");
         auto s = mx::to_stream({});
