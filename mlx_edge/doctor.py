@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from mlx_edge import lockfile
 from mlx_edge.manifest import installed_version
 from mlx_edge.models.builtin import builtin_status
 from mlx_edge.models.builtin_llm import builtin_llm_status
@@ -69,6 +70,7 @@ class Report:
     coreml_predict: dict[str, object] = field(default_factory=dict)
     builtin_teachers: list[dict[str, object]] = field(default_factory=list)  # informational: not part of usable
     builtin_llms: list[dict[str, object]] = field(default_factory=list)  # augment --llm NAME; informational too
+    lock: dict[str, object] = field(default_factory=dict)  # installed vs the locked set; informational too
 
     @property
     def usable(self) -> bool:
@@ -106,6 +108,24 @@ def check_python() -> Check:
     found = platform.python_version()
     ok = _in_range(found, PYTHON_SPEC)
     return Check("python", found, PYTHON_SPEC, ok, True, "" if ok else "use Python 3.11 (tested) in a venv")
+
+
+def check_lock() -> dict[str, object]:
+    """Installed versions against the lock CI proved (mlx_edge/lockfile.py): a difference is a note, not an error."""
+    try:
+        lock = lockfile.read_lock()
+    except (OSError, ValueError) as exc:  # a damaged or missing lock must not crash the doctor
+        return {"path": str(lockfile.lock_path()), "error": str(exc), "matches": False}
+    diff = lockfile.compare(lock, _installed)
+    return {
+        "path": str(lock.path),
+        "proven_on": lock.proven_on,
+        "total": diff.total,
+        "matches": diff.matches,
+        "differs": [{"name": n, "installed": found, "locked": locked} for n, found, locked in diff.differs],
+        "missing": [{"name": n, "locked": locked} for n, locked in diff.missing],
+        "summary": lockfile.summary(lock, diff),
+    }
 
 
 def probe_devices() -> dict[str, object]:
@@ -164,6 +184,7 @@ def run_doctor() -> Report:
         coreml_predict=probe_coreml(),
         builtin_teachers=builtin_status(),
         builtin_llms=builtin_llm_status(),
+        lock=check_lock(),
     )
 
 
@@ -176,6 +197,14 @@ def format_report(report: Report) -> str:
             f"[{mark:<4}] {c.name:<13} {c.found or 'not installed':<16} tested {c.wanted}"
             + (f"   fix: {c.fix}" if c.fix else "")
         )
+    lock = report.lock
+    if lock:
+        where = f" (proven on {lock['proven_on']})" if lock.get("proven_on") else ""
+        lines.append(f"lock       {lock.get('summary') or 'unreadable: ' + str(lock.get('error'))}{where}")
+        if not lock.get("matches"):
+            lines.append(
+                "           fix: bash scripts/setup.sh installs the locked set (tested versions); or keep yours"
+            )
     mlx_dev = report.devices.get("mlx", {})
     torch_dev = report.devices.get("torch", {})
     lines.append(

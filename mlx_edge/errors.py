@@ -153,6 +153,7 @@ class DataWarning(MlxEdgeWarning):
 CHECK_FAILED = 11
 BENCH_DISAGREEMENT = 14
 DOCTOR_UNUSABLE = 16
+DOCTOR_NOT_LOCKED = 22
 INTERRUPTED = 130
 
 EXIT_CODES = {
@@ -173,6 +174,7 @@ EXIT_CODES = {
     BENCH_DISAGREEMENT: "bench: backends disagree on the same inputs (no ranking is given)",
     AugmentError.exit_code: "augment: an output that cannot be written or holds another run's work",
     DOCTOR_UNUSABLE: "doctor: the install is not usable as it is",
+    DOCTOR_NOT_LOCKED: "doctor --locked: an installed version differs from the locked set (bash scripts/setup.sh installs it)",
     ManifestError.exit_code: "manifest: a stage directory's mlx_edge_manifest.json is unreadable or of another kind",
     OutputError.exit_code: "output: --out cannot be written (it exists, is or holds an input, or the file system refuses it)",
     TeacherError.exit_code: "teacher: a training run that went bad (a NaN/inf loss; nothing was written)",

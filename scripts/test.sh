@@ -10,6 +10,14 @@ fast=0
 [ "${1:-}" = "--fast" ] && { fast=1; shift; set -- -m "not slow" "$@"; }
 
 [ "$fast" -eq 1 ] || bash scripts/setup.sh || { echo "setup failed" >&2; exit 1; }
+# The full run (and so CI) tests the locked set and nothing else: doctor --locked exits non-zero on any difference.
+if [ "$fast" -eq 0 ] && [ -z "${MLX_EDGE_UNLOCKED:-}" ]; then
+  .venv/bin/mlx-edge doctor --locked >/dev/null || {
+    .venv/bin/mlx-edge doctor | grep -A1 '^lock' >&2
+    echo "the installed packages differ from mlx_edge/locks/linux.txt: the suite runs on the locked set" >&2
+    exit 1
+  }
+fi
 
 # Style first: one formatter and one small lint rule set (pyproject.toml [tool.ruff]) on the whole tree.
 .venv/bin/ruff format --check --quiet . || { echo "ruff format: run .venv/bin/ruff format ." >&2; exit 1; }

