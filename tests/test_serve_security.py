@@ -215,3 +215,109 @@ def test_users_from_the_shell(tmp_path):
     assert authenticate(db, "bob", "a brand new password") and not authenticate(db, "bob", "bobs long password")
     args[4] = "nobody"
     assert_one_line_error(CliRunner().invoke(main, args), "there is no user 'nobody'")
+
+
+def login(app, name: str, password: str = PASSWORD) -> tuple[TestClient, str]:
+    client = TestClient(app)
+    token = csrf_of(client.get("/login").text)
+    response = client.post(
+        "/login", data={"csrf_token": token, "username": name, "password": password}, follow_redirects=False
+    )
+    assert response.status_code == 303, response.text
+    return client, csrf_of(client.get("/jobs/new").text)
+
+
+@pytest.fixture
+def two_users(tmp_path):
+    """An admin (made as `serve`'s first start makes it), a user `alice` and a user `bob`, each with a job."""
+    app = create_app(tmp_path / "w", run_jobs=False, max_upload_mb=0.01)
+    ids = {
+        "root": add_user(app.state.db, "root", PASSWORD, admin=True),
+        "alice": add_user(app.state.db, "alice", PASSWORD),
+        "bob": add_user(app.state.db, "bob", PASSWORD),
+    }
+    upload_path = str(tmp_path / "w" / "uploads" / "secret.jsonl")
+    jobs = {
+        name: app.state.db.add_job(
+            user_id=uid,
+            kind="distill",
+            title=f"job of {name}",
+            params={"data": "upload", "uploads": {"train": upload_path}},
+        )
+        for name, uid in ids.items()
+    }
+    app.state.db.update_job(jobs["alice"], status="failed", error="boom")  # resumable
+    return app, jobs
+
+
+def test_a_user_cannot_see_or_touch_another_users_job(two_users):
+    app, jobs = two_users
+    bob, token = login(app, "bob")
+    job = jobs["alice"]
+    for path in (
+        f"/jobs/{job}",
+        f"/api/jobs/{job}",
+        f"/jobs/{job}/log",
+        f"/jobs/{job}/download",
+        f"/jobs/{job}/events",
+    ):
+        response = bob.get(path)
+        assert response.status_code == 404, (path, response.status_code)
+        assert "job of alice" not in response.text, path
+    for action in ("cancel", "resume"):
+        response = bob.post(f"/jobs/{job}/{action}", data={"csrf_token": token}, follow_redirects=False)
+        assert response.status_code == 404, action
+    assert app.state.db.job(job)["status"] == "failed"  # bob's resume did nothing
+    listed = bob.get("/api/jobs").json()
+    assert [j["title"] for j in listed] == ["job of bob"]
+    page = bob.get("/").text
+    assert "job of bob" in page and "job of alice" not in page and "job of root" not in page
+    assert "alice" not in bob.get("/runs").text
+    # the owner can: the same resume moves her job back to the queue
+    alice, alice_token = login(app, "alice")
+    assert alice.get(f"/api/jobs/{job}").status_code == 200
+    response = alice.post(f"/jobs/{job}/resume", data={"csrf_token": alice_token}, follow_redirects=False)
+    assert response.status_code == 303 and app.state.db.job(job)["status"] == "queued"
+
+
+def test_the_admin_sees_every_job(two_users):
+    app, jobs = two_users
+    root, _ = login(app, "root")
+    assert sorted(j["title"] for j in root.get("/api/jobs").json()) == ["job of alice", "job of bob", "job of root"]
+    assert root.get(f"/jobs/{jobs['bob']}").status_code == 200
+
+
+def test_the_first_user_of_an_old_workdir_becomes_its_admin(tmp_path):
+    """A workdir from before roles: its first user was the admin `serve` made on its first start."""
+    import sqlite3
+
+    path = tmp_path / DB_NAME
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, hash TEXT NOT NULL,"
+            " session_key TEXT NOT NULL, created REAL NOT NULL);"
+            "INSERT INTO users VALUES (1, 'admin', 'h', 'k', 0), (2, 'alice', 'h', 'k', 0);"
+        )
+    db = Database(path)
+    db.create()
+    assert db.user(name="admin")["admin"] == 1 and db.user(name="alice")["admin"] == 0
+
+
+def test_ids_and_cursors_are_parsed_strictly(two_users):
+    app, jobs = two_users
+    alice, _ = login(app, "alice")
+    huge = "99999999999999999999999"  # past SQLite's INTEGER: once an OverflowError and a 500
+    for path in (f"/jobs/{huge}", f"/api/jobs/{huge}", f"/jobs/{huge}/log", f"/jobs/{huge}/download"):
+        assert alice.get(path).status_code == 404, path
+    job = jobs["alice"]
+    for after in ("²", "-1", "1e3", "9" * 40):  # '²'.isdigit() is True, int('²') raises
+        assert alice.get(f"/api/jobs/{job}", params={"after": after}).status_code == 400, after
+    assert alice.get(f"/jobs/{job}/events", headers={"last-event-id": "²".encode()}).status_code == 400
+    assert alice.get(f"/api/jobs/{job}", params={"after": "0"}).status_code == 200
+
+
+def test_the_api_shows_no_server_paths(two_users, tmp_path):
+    app, jobs = two_users
+    alice, _ = login(app, "alice")
+    body = alice.get(f"/api/jobs/{jobs['alice']}").text
+    assert "uploads" not in body and str(tmp_path) not in body

@@ -62,7 +62,12 @@ def _password(password_file: Path | None, *, who: str, env: str | None) -> str:
 @click.option(
     "--admin", default="admin", show_default=True, help="User name of the first admin (made on the first start)."
 )
-@click.option("--add-user", metavar="NAME", default=None, help="Add a user (asks for its password), then exit.")
+@click.option(
+    "--add-user",
+    metavar="NAME",
+    default=None,
+    help="Add a user (asks for its password), then exit. A user sees only its own jobs; the first admin sees all.",
+)
 @click.option(
     "--reset-password", metavar="NAME", default=None, help="Give a user a new password (ends its sessions), then exit."
 )
@@ -99,7 +104,9 @@ def serve(host, port, workdir, allow_remote, max_upload_mb, password_file, admin
         return
     app.check_bind(host, port, allow_remote)  # before asking for a password the server could not use
     if db.user_count() == 0:
-        auth.add_user(db, admin, _password(password_file, who=f"the first admin ({admin})", env=PASSWORD_ENV))
+        auth.add_user(
+            db, admin, _password(password_file, who=f"the first admin ({admin})", env=PASSWORD_ENV), admin=True
+        )
         click.echo(f"user {admin} made", err=True)
     app.serve(
         workdir=workdir,

@@ -50,13 +50,13 @@ def check_name(name: str) -> None:
         raise ServeError(f"user name {name!r} is not allowed", "use 1-64 letters, digits, '_', '.', '@' or '-'")
 
 
-def add_user(db: Database, name: str, password: str) -> int:
-    """A new user; refuses a taken name or a short password."""
+def add_user(db: Database, name: str, password: str, admin: bool = False) -> int:
+    """A new user (an admin sees and manages every user's jobs); refuses a taken name or a short password."""
     check_name(name)
     check_password(password)
     if db.user(name=name) is not None:
         raise ServeError(f"user {name!r} exists already", "use --reset-password to give it a new password")
-    return db.add_user(name, hash_password(password), secrets.token_urlsafe(16))
+    return db.add_user(name, hash_password(password), secrets.token_urlsafe(16), admin=admin)
 
 
 def reset_password(db: Database, name: str, password: str) -> None:

@@ -19,7 +19,7 @@ DB_NAME = "mlx-edge-serve.sqlite3"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS users (
     id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, hash TEXT NOT NULL,
-    session_key TEXT NOT NULL, created REAL NOT NULL);
+    session_key TEXT NOT NULL, created REAL NOT NULL, admin INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS uploads (
     id TEXT PRIMARY KEY, user_id INTEGER NOT NULL, name TEXT NOT NULL, path TEXT NOT NULL,
     format TEXT NOT NULL, rows INTEGER NOT NULL, labels TEXT NOT NULL, bytes INTEGER NOT NULL, created REAL NOT NULL);
@@ -55,6 +55,7 @@ JOB_FIELDS = {
     "finished",
 }
 STATUSES = ("queued", "running", "done", "failed", "cancelled", "interrupted")
+MAX_ID = 2**63 - 1  # SQLite's INTEGER: a larger id in a URL is no job, not an overflow
 FINAL = ("done", "failed", "cancelled", "interrupted")
 
 
@@ -76,17 +77,21 @@ class Database:
         with self.connect() as conn:
             conn.execute("PRAGMA journal_mode=WAL")  # the worker writes progress while pages read
             conn.executescript(SCHEMA)
+            columns = {row["name"] for row in conn.execute("PRAGMA table_info(users)")}
+            if "admin" not in columns:  # a workdir from before roles: its first user is the admin serve made
+                conn.execute("ALTER TABLE users ADD COLUMN admin INTEGER NOT NULL DEFAULT 0")
+                conn.execute("UPDATE users SET admin = 1 WHERE id = (SELECT MIN(id) FROM users)")
 
     # users
     def user_count(self) -> int:
         with self.connect() as conn:
             return conn.execute("SELECT COUNT(*) FROM users").fetchone()[0]
 
-    def add_user(self, name: str, hash_: str, session_key: str) -> int:
+    def add_user(self, name: str, hash_: str, session_key: str, admin: bool = False) -> int:
         with self.connect() as conn:
             cur = conn.execute(
-                "INSERT INTO users (name, hash, session_key, created) VALUES (?, ?, ?, ?)",
-                (name, hash_, session_key, time.time()),
+                "INSERT INTO users (name, hash, session_key, created, admin) VALUES (?, ?, ?, ?, ?)",
+                (name, hash_, session_key, time.time(), int(admin)),
             )
             return cur.lastrowid
 
@@ -124,18 +129,25 @@ class Database:
             return cur.lastrowid
 
     def job(self, job_id: int) -> dict | None:
+        if not 0 < job_id <= MAX_ID:
+            return None
         with self.connect() as conn:
             row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return None if row is None else _job(row)
 
-    def jobs(self, *statuses: str) -> list[dict]:
+    def jobs(self, *statuses: str, user_id: int | None = None) -> list[dict]:
+        """Every job (the worker, an admin), or only `user_id`'s; with statuses, oldest first."""
+        where, args = [], []
+        if statuses:
+            where.append(f"status IN ({', '.join('?' * len(statuses))})")
+            args += statuses
+        if user_id is not None:
+            where.append("user_id = ?")
+            args.append(user_id)
+        sql = "SELECT * FROM jobs" + (f" WHERE {' AND '.join(where)}" if where else "")
+        sql += " ORDER BY id" if statuses else " ORDER BY id DESC"
         with self.connect() as conn:
-            if statuses:
-                marks = ", ".join("?" * len(statuses))
-                rows = conn.execute(f"SELECT * FROM jobs WHERE status IN ({marks}) ORDER BY id", statuses)
-            else:
-                rows = conn.execute("SELECT * FROM jobs ORDER BY id DESC")
-            return [_job(r) for r in rows.fetchall()]
+            return [_job(r) for r in conn.execute(sql, args).fetchall()]
 
     def update_job(self, job_id: int, *, only_if: tuple[str, ...] = (), **fields: Any) -> bool:
         """Set `fields`; with `only_if`, only while the job's status is one of those (a compare-and-set)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from pathlib import Path
 
@@ -43,6 +44,7 @@ from mlx_edge.serve.uploads import save_upload
 FILE_FIELDS = {"distill": ("train_file", "dev_file", "test_file"), "adapt": ("data_file",)}
 UPLOAD_KEYS = {"train_file": "train", "dev_file": "dev", "test_file": "test", "data_file": "data"}
 EVENT_INTERVAL_S = 0.5
+SERVER_ONLY_PARAMS = {"uploads"}  # where the worker reads the files: server paths the API never shows
 LOG_TAIL_BYTES = 200_000
 
 
@@ -109,11 +111,29 @@ def render(request: Request, name: str, status_code: int = 200, **context) -> Re
 
 
 def _job_or_404(request: Request) -> dict | None:
-    return request.app.state.db.job(request.path_params["job_id"])
+    """The URL's job if this user may see it: its owner or an admin. Anyone else gets the same 404 as for
+    a job that does not exist, so ids tell a stranger nothing."""
+    job = request.app.state.db.job(request.path_params["job_id"])
+    return job if job is not None and _may_see(request.scope["user"], job) else None
+
+
+def _may_see(user: dict, job: dict) -> bool:
+    return bool(user.get("admin")) or job["user_id"] == user["id"]
+
+
+def _own_jobs(request: Request, *statuses: str) -> list[dict]:
+    user = request.scope["user"]
+    return request.app.state.db.jobs(*statuses, user_id=None if user.get("admin") else user["id"])
+
+
+def _after(value: str | None) -> int | None:
+    """A metrics cursor from ?after= or Last-Event-ID: ASCII digits only (`int('²')` raises), else None."""
+    value = value or "0"
+    return int(value) if re.fullmatch(r"[0-9]{1,18}", value) else None
 
 
 async def jobs_page(request: Request) -> Response:
-    jobs = await anyio.to_thread.run_sync(request.app.state.db.jobs)
+    jobs = await anyio.to_thread.run_sync(_own_jobs, request)
     return render(request, "jobs.html", jobs=jobs)
 
 
@@ -221,23 +241,29 @@ async def api_job(request: Request) -> Response:
     job = await anyio.to_thread.run_sync(_job_or_404, request)
     if job is None:
         return JSONResponse({"error": "no such job"}, status_code=404)
-    after = request.query_params.get("after", "0")
-    after = int(after) if after.isdigit() else 0
+    after = _after(request.query_params.get("after"))
+    if after is None:
+        return JSONResponse({"error": "after= takes a metrics id (digits)"}, status_code=400)
     metrics = await anyio.to_thread.run_sync(request.app.state.db.metrics, job["id"], after)
-    return JSONResponse({**job_state(request, job), "params": job["params"], "metrics": metrics})
+    params = {k: v for k, v in job["params"].items() if k not in SERVER_ONLY_PARAMS}
+    return JSONResponse({**job_state(request, job), "params": params, "metrics": metrics})
 
 
 async def api_jobs(request: Request) -> Response:
-    jobs = await anyio.to_thread.run_sync(request.app.state.db.jobs)
+    jobs = await anyio.to_thread.run_sync(_own_jobs, request)
     return JSONResponse([job_state(request, job) for job in jobs])
 
 
 async def job_events(request: Request) -> Response:
     """Server-sent events: the job's state and its new metrics every half second, until it is final."""
     db = request.app.state.db
-    job_id = request.path_params["job_id"]
-    last = request.headers.get("last-event-id", "0")
-    after = int(last) if last.isdigit() else 0
+    job = await anyio.to_thread.run_sync(_job_or_404, request)
+    if job is None:
+        return JSONResponse({"error": "no such job"}, status_code=404)
+    job_id = job["id"]
+    after = _after(request.headers.get("last-event-id"))
+    if after is None:
+        return JSONResponse({"error": "Last-Event-ID takes a metrics id (digits)"}, status_code=400)
 
     async def stream():
         nonlocal after
@@ -262,19 +288,22 @@ async def _post(request: Request) -> bool:
 
 
 async def cancel_job(request: Request) -> Response:
-    if not await _post(request):
-        return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)
-    job_id = request.path_params["job_id"]
-    await anyio.to_thread.run_sync(request.app.state.runner.cancel, job_id)
-    return RedirectResponse(f"/jobs/{job_id}", status_code=303)
+    return await _act(request, "cancel")
 
 
 async def resume_job(request: Request) -> Response:
+    return await _act(request, "resume")
+
+
+async def _act(request: Request, action: str) -> Response:
+    """Cancel or resume: CSRF first, then the same 404 as the job page for a job that is not yours."""
     if not await _post(request):
         return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)
-    job_id = request.path_params["job_id"]
-    await anyio.to_thread.run_sync(request.app.state.runner.resume, job_id)
-    return RedirectResponse(f"/jobs/{job_id}", status_code=303)
+    job = await anyio.to_thread.run_sync(_job_or_404, request)
+    if job is None:
+        return JSONResponse({"error": "no such job"}, status_code=404)
+    await anyio.to_thread.run_sync(getattr(request.app.state.runner, action), job["id"])
+    return RedirectResponse(f"/jobs/{job['id']}", status_code=303)
 
 
 async def download(request: Request) -> Response:
@@ -297,8 +326,8 @@ async def job_log(request: Request) -> Response:
 
 
 async def runs_page(request: Request) -> Response:
-    db, workdir = request.app.state.db, request.app.state.workdir
-    jobs = await anyio.to_thread.run_sync(db.jobs, "done")
+    workdir = request.app.state.workdir
+    jobs = await anyio.to_thread.run_sync(_own_jobs, request, "done")
     runs = []
     for job in reversed(jobs):
         result = read_result(workdir, job["id"])
