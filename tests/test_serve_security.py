@@ -5,8 +5,11 @@ no default password. In-process (Starlette's TestClient) except where the comman
 
 from __future__ import annotations
 
+import os
 import re
 import stat
+import threading
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -16,7 +19,7 @@ from starlette.testclient import TestClient
 from mlx_edge.cli import main
 from mlx_edge.errors import ServeError
 from mlx_edge.serve.app import check_bind, create_app
-from mlx_edge.serve.auth import add_user, reset_password
+from mlx_edge.serve.auth import LoginGuard, add_user, reset_password
 from mlx_edge.serve.db import DB_NAME, Database
 from tests.helpers.browser import csrf_of, free_port
 from tests.helpers.cli import assert_one_line_error
@@ -98,20 +101,91 @@ def test_session_cookie_flags_secret_and_hash(app, tmp_path):
     assert headers["x-frame-options"] == "DENY" and "script-src 'self'" in headers["content-security-policy"]
 
 
-def test_wrong_passwords_are_rate_limited(app):
+def test_failed_logins_slow_the_pair_down_not_the_user(app):
     client = TestClient(app)
     token = csrf_of(client.get("/login").text)
-    for _ in range(5):
+    for _ in range(3):
         wrong = client.post("/login", data={"csrf_token": token, "username": "admin", "password": "guess"})
         assert wrong.status_code == 401 and "wrong user name or password" in wrong.text
     blocked = client.post("/login", data={"csrf_token": token, "username": "admin", "password": PASSWORD})
-    assert blocked.status_code == 429 and "too many failed logins" in blocked.text  # even the right one, for now
-    # per user too: another client address gets no further with this user name
+    assert blocked.status_code == 429 and "too many failed logins: wait 1 s" in blocked.text  # even the right one
+    # the user at another address logs in at once: a stranger's guesses cannot lock a user out
     other = TestClient(app, client=("10.0.0.9", 5000))
-    token = csrf_of(other.get("/login").text)
-    assert (
-        other.post("/login", data={"csrf_token": token, "username": "admin", "password": PASSWORD}).status_code == 429
+    token_other = csrf_of(other.get("/login").text)
+    response = other.post(
+        "/login", data={"csrf_token": token_other, "username": "admin", "password": PASSWORD}, follow_redirects=False
     )
+    assert response.status_code == 303
+    time.sleep(1.05)  # the delay has passed: the pair may try again
+    response = client.post(
+        "/login", data={"csrf_token": token, "username": "admin", "password": PASSWORD}, follow_redirects=False
+    )
+    assert response.status_code == 303
+
+
+def test_five_guesses_from_elsewhere_leave_the_admin_in(app):
+    stranger = TestClient(app, client=("10.0.0.66", 4000))
+    token = csrf_of(stranger.get("/login").text)
+    codes = [
+        stranger.post("/login", data={"csrf_token": token, "username": "admin", "password": f"guess {i}"}).status_code
+        for i in range(5)
+    ]
+    assert codes == [401, 401, 401, 429, 429]
+    logged_in(app)  # the admin's own address: 303 at once
+
+
+def test_the_login_guard_grows_its_delay_and_takes_one_check_at_a_time():
+    guard = LoginGuard(free=2, max_delay=8.0, forget_after=900.0)
+    delays = []
+    for _ in range(7):
+        assert guard.reserve("a", "n") == 0.0
+        guard.done("a", "n", ok=False)
+        count, last = guard._failures[("a", "n")]
+        guard._failures[("a", "n")] = (count, last - 1000.0 + 900.0)  # step past the delay, not past forgetting
+        delays.append(guard._delay(count))
+    assert delays == [0.0, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    guard._failures[("a", "n")] = (5, time.monotonic())
+    assert 7.5 < guard.reserve("a", "n") <= 8.0 and guard.reserve("b", "n") == 0.0
+    # a burst of concurrent checks for one pair: one goes ahead, the rest wait
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(guard.reserve("c", "n"))) for _ in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results)[0] == 0.0 and all(r > 0 for r in sorted(results)[1:])
+    guard.done("c", "n", ok=True)
+    assert guard.reserve("c", "n") == 0.0
+    # a pair is forgotten a while after its last failure
+    guard._failures[("d", "n")] = (9, time.monotonic() - 901.0)
+    assert guard.reserve("d", "n") == 0.0 and ("d", "n") not in guard._failures
+
+
+def test_logout_ends_the_session_on_the_server(app):
+    client, token = logged_in(app)
+    copied = TestClient(app)
+    copied.cookies.set("mlx_edge_session", client.cookies.get("mlx_edge_session"))
+    assert copied.get("/api/jobs").status_code == 200
+    assert client.post("/logout", data={"csrf_token": token}, follow_redirects=False).status_code == 303
+    assert copied.get("/api/jobs").status_code == 401  # the copy of the cookie died with the logout
+
+
+def test_posts_over_their_limit_are_refused_before_reading(app):
+    client = TestClient(app)
+    token = csrf_of(client.get("/login").text)
+    big = {"csrf_token": token, "username": "admin", "password": "x" * 200_000}
+    assert client.post("/login", data=big).status_code == 413
+    chunked = client.post("/login", content=(b"a" * 10 for _ in range(3)), headers={"content-type": "text/plain"})
+    assert chunked.status_code == 411
+    logged_in(app)  # nothing of the above counted as a failed login
+
+
+def test_secure_cookies_behind_tls(tmp_path):
+    app = create_app(tmp_path / "w", run_jobs=False, secure_cookies=True)
+    response = TestClient(app, base_url="https://127.0.0.1").get("/login")
+    assert "secure" in response.headers["set-cookie"].lower()
+    plain = TestClient(create_app(tmp_path / "v", run_jobs=False)).get("/login")
+    assert "secure" not in plain.headers["set-cookie"].lower()
 
 
 def test_a_new_password_ends_open_sessions(app):
@@ -199,10 +273,17 @@ def test_users_from_the_shell(tmp_path):
 
     workdir, secret = tmp_path / "w", tmp_path / "pw"
     secret.write_text("bobs long password\n")
-    added = CliRunner().invoke(
-        main, ["serve", "--workdir", str(workdir), "--add-user", "bob", "--password-file", str(secret)]
-    )
+    umask = os.umask(0o022)
+    try:
+        added = CliRunner().invoke(
+            main, ["serve", "--workdir", str(workdir), "--add-user", "bob", "--password-file", str(secret)]
+        )
+    finally:
+        os.umask(umask)  # serve sets the process's umask to 077: give pytest its own back
     assert added.exit_code == 0 and "user bob added" in added.output
+    # password hashes and sessions: this user's alone, whatever the shell's umask was
+    assert stat.S_IMODE(workdir.stat().st_mode) == 0o700
+    assert stat.S_IMODE((workdir / DB_NAME).stat().st_mode) == 0o600
     db = Database(workdir / DB_NAME)
     assert authenticate(db, "bob", "bobs long password") and not authenticate(db, "bob", "bobs long passwor")
     again = CliRunner().invoke(
@@ -321,3 +402,12 @@ def test_the_api_shows_no_server_paths(two_users, tmp_path):
     alice, _ = login(app, "alice")
     body = alice.get(f"/api/jobs/{jobs['alice']}").text
     assert "uploads" not in body and str(tmp_path) not in body
+
+
+def test_the_admin_password_variable_is_read_once(monkeypatch):
+    """Job workers inherit the server's environment: the password must not be in it."""
+    from mlx_edge.cli.serve import PASSWORD_ENV, _password
+
+    monkeypatch.setenv(PASSWORD_ENV, "from the environment")
+    assert _password(None, who="admin", env=PASSWORD_ENV) == "from the environment"
+    assert PASSWORD_ENV not in os.environ

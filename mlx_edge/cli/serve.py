@@ -22,7 +22,7 @@ def _password(password_file: Path | None, *, who: str, env: str | None) -> str:
             raise ServeError(f"cannot read --password-file {password_file}: {exc}") from None
         return text.splitlines()[0] if text.strip() else ""
     if env and os.environ.get(env):
-        return os.environ[env]
+        return os.environ.pop(env)  # read once: the job workers this server starts do not inherit it
     if sys.stdin.isatty():
         return click.prompt(f"Password for {who}", hide_input=True, confirmation_prompt=True, err=True)
     hint = f"set {env} or pass --password-file FILE" if env else "pass --password-file FILE or run it in a terminal"
@@ -91,6 +91,7 @@ def serve(host, port, workdir, allow_remote, max_upload_mb, password_file, admin
 
     if add_user and reset_password:
         raise click.UsageError("give --add-user or --reset-password, not both")
+    os.umask(0o077)  # the database (password hashes, sessions), uploads and bundles: readable by this user only
     workdir.mkdir(parents=True, exist_ok=True)
     db = Database(workdir / DB_NAME)
     db.create()
@@ -108,6 +109,7 @@ def serve(host, port, workdir, allow_remote, max_upload_mb, password_file, admin
             db, admin, _password(password_file, who=f"the first admin ({admin})", env=PASSWORD_ENV), admin=True
         )
         click.echo(f"user {admin} made", err=True)
+    os.environ.pop(PASSWORD_ENV, None)  # not used (the admin exists): still not handed to the job workers
     app.serve(
         workdir=workdir,
         host=host,

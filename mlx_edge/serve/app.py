@@ -26,7 +26,16 @@ from starlette.templating import Jinja2Templates
 
 from mlx_edge.errors import ServeError
 from mlx_edge.serve import pages
-from mlx_edge.serve.auth import RateLimiter, authenticate, csrf_ok, csrf_token, secret_key, session_user
+from mlx_edge.serve.auth import (
+    LoginGuard,
+    authenticate,
+    csrf_ok,
+    csrf_token,
+    end_session,
+    secret_key,
+    session_user,
+    start_session,
+)
 from mlx_edge.serve.db import DB_NAME, Database
 from mlx_edge.serve.jobs import JobRunner
 from mlx_edge.serve.pages import render
@@ -66,6 +75,29 @@ class RequireSession:
         await self.app(scope, receive, send)
 
 
+class BodyLimit:
+    """ASGI middleware: every POST declares its size, and one over its route's limit is refused before
+    anything reads it (411 / 413). uvicorn's h11 then delivers no more than the declared bytes."""
+
+    def __init__(self, app, upload_limit: int, form_limit: int = 64 * 1024):
+        self.app, self.upload_limit, self.form_limit = app, upload_limit, form_limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        limit = self.upload_limit if scope["path"] == "/jobs" else self.form_limit
+        length = dict(scope["headers"]).get(b"content-length", b"")
+        if not length.isdigit():
+            response = JSONResponse({"error": "a POST needs a Content-Length"}, status_code=411)
+        elif int(length) > limit:
+            response = JSONResponse({"error": f"the request is over {limit / 1e6:g} MB"}, status_code=413)
+        else:
+            await self.app(scope, receive, send)
+            return
+        await response(scope, receive, send)
+
+
 class SecurityHeaders:
     def __init__(self, app):
         self.app = app
@@ -99,8 +131,10 @@ def create_app(
     max_upload_mb: float = DEFAULT_LIMIT_MB,
     allowed_hosts: list[str] | None = None,
     run_jobs: bool = True,
+    secure_cookies: bool = False,
 ) -> Starlette:
-    """The app over `workdir` (database, uploads, jobs); `run_jobs=False` leaves the queue alone (tests)."""
+    """The app over `workdir` (database, uploads, jobs); `run_jobs=False` leaves the queue alone (tests).
+    `secure_cookies`: the session cookie only over HTTPS (serve --allow-remote, behind TLS)."""
     workdir = Path(workdir)
     db = Database(workdir / DB_NAME)
     db.create()
@@ -117,12 +151,14 @@ def create_app(
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] if allowed_hosts else []
     middleware += [
         Middleware(SecurityHeaders),
+        Middleware(BodyLimit, upload_limit=int(3 * max_upload_mb * 1e6 + 1e6)),  # three files, each checked again
         Middleware(
             SessionMiddleware,
             secret_key=secret_key(workdir),
             session_cookie="mlx_edge_session",
             max_age=SESSION_HOURS * 3600,
             same_site="strict",
+            https_only=secure_cookies,
         ),
         Middleware(RequireSession, db=db),
     ]
@@ -136,7 +172,8 @@ def create_app(
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.db, app.state.workdir, app.state.runner = db, workdir, runner
     app.state.max_upload_mb = max_upload_mb
-    app.state.limiter = RateLimiter(limit=5, window=60.0)
+    app.state.guard = LoginGuard()
+    app.state.argon2 = anyio.CapacityLimiter(2)  # each check takes 64 MiB: a burst queues instead of piling up
     app.state.templates = Jinja2Templates(directory=HERE / "templates")
     app.state.templates.env.globals["csrf_token"] = csrf_token
     app.state.templates.env.filters.update(pages.FILTERS)
@@ -154,17 +191,20 @@ async def login(request: Request) -> Response:
     if not csrf_ok(request.session, form.get("csrf_token")):
         return render(request, "login.html", 403, error="the form expired: log in again")
     name, password = str(form.get("username", "")), str(form.get("password", ""))
-    limiter: RateLimiter = request.app.state.limiter
-    keys = (f"client:{request.client.host if request.client else '?'}", f"user:{name}")
-    wait = limiter.blocked(*keys)
+    guard: LoginGuard = request.app.state.guard
+    address = request.client.host if request.client else "?"
+    wait = guard.reserve(address, name)
     if wait > 0:
         return render(request, "login.html", 429, error=f"too many failed logins: wait {wait:.0f} s", username=name)
-    user = await anyio.to_thread.run_sync(authenticate, request.app.state.db, name, password)
+    db = request.app.state.db
+    user = None
+    try:
+        user = await anyio.to_thread.run_sync(authenticate, db, name, password, limiter=request.app.state.argon2)
+    finally:
+        guard.done(address, name, ok=user is not None)
     if user is None:
-        limiter.failed(*keys)
         return render(request, "login.html", 401, error="wrong user name or password", username=name)
-    request.session.clear()  # a fresh session (and CSRF token) for the logged-in user
-    request.session.update(uid=user["id"], key=user["session_key"])
+    await anyio.to_thread.run_sync(start_session, db, request.session, user)
     csrf_token(request.session)
     return RedirectResponse("/", status_code=303)
 
@@ -173,7 +213,7 @@ async def logout(request: Request) -> Response:
     form = await request.form()
     if not csrf_ok(request.session, form.get("csrf_token")):
         return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)
-    request.session.clear()
+    await anyio.to_thread.run_sync(end_session, request.app.state.db, request.session)
     return RedirectResponse("/login", status_code=303)
 
 
@@ -208,7 +248,8 @@ def serve(
     """Run the service until Ctrl-C (a running job is then stopped and marked interrupted)."""
     check_bind(host, port, allow_remote)
     hosts = None if allow_remote else [*LOOPBACK_NAMES, "[::1]"]
-    app = create_app(workdir, max_upload_mb=max_upload_mb, allowed_hosts=hosts)
+    app = create_app(workdir, max_upload_mb=max_upload_mb, allowed_hosts=hosts, secure_cookies=allow_remote)
     shown = f"[{host}]" if ":" in host else host
     on_ready(f"http://{shown}:{port}")
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
+    # proxy_headers off: uvicorn would otherwise take X-Forwarded-For from 127.0.0.1 as the client's address
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3, proxy_headers=False)

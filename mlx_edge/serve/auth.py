@@ -1,8 +1,10 @@
 """Who may use the service: users with argon2 password hashes, the session secret, login rate limits, CSRF tokens.
 
-Sessions are Starlette's signed cookies (itsdangerous, HttpOnly, SameSite=Strict) holding the user id,
-the user's session key (a new password issues a new key, which ends every older session) and a CSRF
-token that every POST must echo.
+Sessions live on the server: Starlette's signed cookie (itsdangerous, HttpOnly, SameSite=Strict) holds
+a random token, the `sessions` table says whose it is, and logging out or a new password deletes the
+rows, so a copied cookie stops working; the cookie also holds a CSRF token that every POST must echo.
+Failed logins slow down the next try for the same (address, user name) pair, so a stranger elsewhere
+cannot lock a user out; at most two argon2 checks run at once.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import secrets
 import stat
 import threading
 import time
-from collections import deque
 from pathlib import Path
 
 from argon2 import PasswordHasher
@@ -60,10 +61,11 @@ def add_user(db: Database, name: str, password: str, admin: bool = False) -> int
 
 
 def reset_password(db: Database, name: str, password: str) -> None:
-    """A new password (and session key: the user's open sessions end)."""
+    """A new password; the user's open sessions end."""
     check_password(password)
     if not db.set_password(name, hash_password(password), secrets.token_urlsafe(16)):
         raise ServeError(f"there is no user {name!r}", "add it with --add-user")
+    db.end_sessions(user_id=db.user(name=name)["id"])
 
 
 def authenticate(db: Database, name: str, password: str) -> dict | None:
@@ -77,12 +79,27 @@ def authenticate(db: Database, name: str, password: str) -> dict | None:
 _DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
 
 
-def session_user(db: Database, session: dict) -> dict | None:
-    """The user a session belongs to, or None (no session, a deleted user, a password changed since)."""
-    uid, key = session.get("uid"), session.get("key")
-    if not isinstance(uid, int) or not isinstance(key, str):
+def start_session(db: Database, session: dict, user: dict) -> None:
+    """A fresh session (and CSRF token) for a user who just logged in."""
+    session.clear()
+    token = secrets.token_urlsafe(32)
+    db.add_session(token, user["id"])
+    session.update(sid=token, key=user["session_key"])
+
+
+def end_session(db: Database, session: dict) -> None:
+    if isinstance(token := session.get("sid"), str):
+        db.end_sessions(token=token)
+    session.clear()
+
+
+def session_user(db: Database, session: dict, max_age_s: float = 12 * 3600) -> dict | None:
+    """The user a session belongs to, or None (no session, logged out, expired, a deleted user, a new password)."""
+    token, key = session.get("sid"), session.get("key")
+    if not isinstance(token, str) or not isinstance(key, str):
         return None
-    user = db.user(id_=uid)
+    row = db.session(token, max_age_s)
+    user = db.user(id_=row["user_id"]) if row else None
     if user is None or not hmac.compare_digest(user["session_key"], key):
         return None
     return user
@@ -118,29 +135,51 @@ def secret_key(workdir: Path) -> str:
     return value
 
 
-class RateLimiter:
-    """At most `limit` failures per `window` seconds for each key (a client address, a user name)."""
+class LoginGuard:
+    """Failed logins slow down the next try for the same (client address, user name) pair.
 
-    def __init__(self, limit: int = 5, window: float = 60.0):
-        self.limit, self.window = limit, window
-        self._failures: dict[str, deque[float]] = {}
+    The first `free` failures cost nothing; each one after waits twice as long as the one before
+    (1 s, 2 s, 4 s, ... up to `max_delay`), so guessing gets slow while a stranger elsewhere cannot lock
+    a user out. A pair is forgotten `forget_after` seconds after its last failure. `reserve` and `done`
+    bracket one check: a pair has one check in flight at a time (a burst of concurrent guesses is
+    refused, not raced past the count).
+    """
+
+    def __init__(self, free: int = 3, max_delay: float = 60.0, forget_after: float = 900.0, max_pairs: int = 10_000):
+        self.free, self.max_delay, self.forget_after, self.max_pairs = free, max_delay, forget_after, max_pairs
+        self._failures: dict[tuple[str, str], tuple[int, float]] = {}  # pair -> (count, time of the last one)
+        self._in_flight: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
-    def blocked(self, *keys: str) -> float:
-        """Seconds to wait before any of `keys` may try again (0: go ahead)."""
-        now = time.monotonic()
-        wait = 0.0
-        with self._lock:
-            for key in keys:
-                times = self._failures.get(key)
-                while times and now - times[0] > self.window:
-                    times.popleft()
-                if times and len(times) >= self.limit:
-                    wait = max(wait, self.window - (now - times[0]))
-        return wait
+    def _delay(self, count: int) -> float:
+        return 0.0 if count < self.free else min(self.max_delay, 2.0 ** (count - self.free))
 
-    def failed(self, *keys: str) -> None:
-        now = time.monotonic()
+    def reserve(self, address: str, name: str) -> float:
+        """0: go ahead (the pair is now in flight until `done`); else the seconds to wait."""
+        pair, now = (address, name), time.monotonic()
         with self._lock:
-            for key in keys:
-                self._failures.setdefault(key, deque()).append(now)
+            self._forget(now)
+            if pair in self._in_flight:
+                return 1.0
+            count, last = self._failures.get(pair, (0, now))
+            wait = last + self._delay(count) - now if count else 0.0
+            if wait > 0:
+                return wait
+            self._in_flight.add(pair)
+            return 0.0
+
+    def done(self, address: str, name: str, ok: bool) -> None:
+        pair, now = (address, name), time.monotonic()
+        with self._lock:
+            self._in_flight.discard(pair)
+            if ok:
+                self._failures.pop(pair, None)
+            else:
+                self._failures[pair] = (self._failures.get(pair, (0, now))[0] + 1, now)
+
+    def _forget(self, now: float) -> None:
+        stale = [p for p, (_, last) in self._failures.items() if now - last > self.forget_after]
+        for pair in stale:
+            del self._failures[pair]
+        while len(self._failures) > self.max_pairs:  # a flood of names: drop the oldest pairs first
+            del self._failures[min(self._failures, key=lambda p: self._failures[p][1])]

@@ -36,6 +36,8 @@ CREATE TABLE IF NOT EXISTS metrics (
     id INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL, attempt INTEGER NOT NULL,
     stage TEXT NOT NULL, name TEXT NOT NULL, step REAL NOT NULL, value REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS metrics_by_job ON metrics (job_id, id);
+CREATE TABLE IF NOT EXISTS sessions (
+    token TEXT PRIMARY KEY, user_id INTEGER NOT NULL, created REAL NOT NULL);
 """
 
 # Columns a job update may set (names are put into SQL, so only these).
@@ -105,6 +107,26 @@ class Database:
         with self.connect() as conn:
             cur = conn.execute("UPDATE users SET hash = ?, session_key = ? WHERE name = ?", (hash_, session_key, name))
             return cur.rowcount == 1
+
+    # sessions: the cookie carries only a token; logging out or a new password deletes the rows
+    def add_session(self, token: str, user_id: int) -> None:
+        with self.connect() as conn:
+            conn.execute(
+                "INSERT INTO sessions (token, user_id, created) VALUES (?, ?, ?)", (token, user_id, time.time())
+            )
+
+    def session(self, token: str, max_age_s: float) -> dict | None:
+        with self.connect() as conn:
+            conn.execute("DELETE FROM sessions WHERE created < ?", (time.time() - max_age_s,))
+            row = conn.execute("SELECT * FROM sessions WHERE token = ?", (token,)).fetchone()
+        return dict(row) if row else None
+
+    def end_sessions(self, *, token: str | None = None, user_id: int | None = None) -> None:
+        with self.connect() as conn:
+            if token is not None:
+                conn.execute("DELETE FROM sessions WHERE token = ?", (token,))
+            if user_id is not None:
+                conn.execute("DELETE FROM sessions WHERE user_id = ?", (user_id,))
 
     # uploads
     def add_upload(self, **row: Any) -> None:
