@@ -399,10 +399,14 @@ def data_warnings(data: LabeledData) -> list[str]:
     counts = data.counts()
     once = [label for label, n in counts.items() if n == 1]
     if len(data) >= FEW_ROWS and len(counts) > len(data) / 2:
-        found.append(
-            f"{where}: {len(counts)} distinct labels in {len(data)} rows ({len(once)} seen once): "
-            "is the label column the right one? (--label-column names it)"
-        )
+        if len(first_row) * 5 <= len(counts):  # few distinct texts, many distinct labels: the columns are crossed
+            question = (
+                f"the texts have only {len(first_row)} distinct values: the text and label columns look swapped "
+                "(--text-column and --label-column name them)"
+            )
+        else:
+            question = "is the label column the right one? (--label-column names it)"
+        found.append(f"{where}: {len(counts)} distinct labels in {len(data)} rows ({len(once)} seen once): {question}")
     elif once:
         rows = {label: i for i, label in enumerate(data.labels)}
         shown = ", ".join(f"{label!r} ({_line(data, rows[label])})" for label in once[:5])

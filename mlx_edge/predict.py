@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mlx_edge.errors import DataError
 from mlx_edge.models.checkpoint import load_model
 from mlx_edge.models.inference import predict_ids
 from mlx_edge.models.tokenizer import load_tokenizer
@@ -15,8 +16,13 @@ from mlx_edge.runtime.devices import mlx_device
 def predict_texts(
     model_dir: str | Path, texts: list[str], *, max_length: int = 128, device: str = "auto", batch_size: int = 32
 ) -> list[dict[str, float]]:
-    """Label probabilities for each text, as {label: probability}."""
-
+    """Label probabilities for each text, as {label: probability}. An empty or blank text is refused: a
+    model asked about nothing still answers with confident-looking probabilities."""
+    blank = [i for i, text in enumerate(texts, 1) if not text.strip()]
+    if blank:
+        raise DataError(
+            f"text {blank[0]} of {len(texts)} is empty or only spaces", "give every text some words to label"
+        )
     mlx_device(device)
     model = load_model(Path(model_dir), require_head=True)
     tokenizer = load_tokenizer(model_dir)

@@ -732,6 +732,8 @@ CASES = [
     Case("predict-bare-encoder", "predict {base} hello", M, ("no trained classifier head",)),
     Case("predict-max-length-too-small", "predict {teacher} hello --max-length 2", USAGE, ("'--max-length'",)),
     Case("predict-no-texts", "predict {teacher}", USAGE, ("Missing argument 'TEXTS...'",)),
+    Case("predict-empty-text", "predict {teacher} hello ''", D, ("text 2 of 2 is empty or only spaces",)),
+    Case("predict-blank-text", "predict {teacher} '  \t '", D, ("text 1 of 1 is empty or only spaces",)),
     Case(
         "predict-weights-truncated",
         "predict {teacher_copy} hello",

@@ -133,3 +133,14 @@ def test_data_caps_the_max_length_advice_at_the_models_positions(tiny_bert_dir, 
     assert result.exit_code == 0, result.output
     assert "reads at most 64 tokens (--max-length 64): 10.0% of examples are cut" in result.output
     assert "covers 99%" not in result.output
+
+
+def test_data_summary_keeps_hundreds_of_labels_to_one_line(tmp_path):
+    """Columns read crossed give one label per row: the summary says so briefly, --json keeps them all."""
+    path = tmp_path / "crossed.tsv"
+    path.write_text("label\ttext\n" + "".join(f"text number {i}\tsame\n" for i in range(100)), encoding="utf-8")
+    result = CliRunner().invoke(main, ["data", str(path)])
+    assert result.exit_code == 0, result.output
+    labels_line = next(line for line in result.output.splitlines() if line.startswith("labels (100)"))
+    assert labels_line.endswith("and 70 more (--json lists all)")
+    assert "look swapped" in result.output

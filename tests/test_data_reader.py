@@ -147,10 +147,16 @@ def test_warnings_name_repeats_labels_seen_once_and_too_many_labels(tmp_path):
     swapped = write(tmp_path / "b.csv", "label,text\n" + "".join(f"text {i},x\n" for i in range(10)))
     _, said = data_warnings(read_labeled, swapped)
     assert said[1:] == [
-        f"{swapped}: 10 distinct labels in 10 rows (10 seen once): is the label column the right one? "
-        "(--label-column names it)"
+        f"{swapped}: 10 distinct labels in 10 rows (10 seen once): the texts have only 1 distinct values: "
+        "the text and label columns look swapped (--text-column and --label-column name them)"
     ]
     assert said[0].startswith(f"{swapped}: 9 texts repeat an earlier row")  # "x" as the text: swapped columns
+    ids = write(tmp_path / "d.csv", "text,label\n" + "".join(f"text {i},id{i}\n" for i in range(10)))
+    _, said = data_warnings(read_labeled, ids)  # an id column taken for the label: the texts are all different
+    assert said == [
+        f"{ids}: 10 distinct labels in 10 rows (10 seen once): is the label column the right one? "
+        "(--label-column names it)"
+    ]
     few = write(tmp_path / "c.csv", "text,label\none,a\ntwo,b\nthree,a\n")
     assert "distinct labels" not in " ".join(data_warnings(read_labeled, few)[1])  # 3 rows: small, not a wrong column
 

@@ -94,12 +94,12 @@ def data(train, dev, dev_fraction, tokenizer_dir, seed, text_column, label_colum
     if as_json:
         click.echo(json.dumps(summary, indent=2, ensure_ascii=False))
         return
-    click.echo(f"labels ({len(label_map)}): {', '.join(label_map.labels)}")
+    click.echo(f"labels ({len(label_map)}): {_first(label_map.labels)}")
     for part in files:
         click.echo(f"read {part.source}: {part.file_lines}")
     for split in ("train", "dev"):
         info = summary[split]
-        counts = ", ".join(f"{k} {info['counts'].get(k, 0)}" for k in label_map.labels)
+        counts = _first([f"{k} {info['counts'].get(k, 0)}" for k in label_map.labels])
         click.echo(f"{split:<5} {info['examples']:>6} examples  ({info['path']})\n      {counts}")
     if "tokens" in summary:
         t = summary["tokens"]
@@ -125,3 +125,9 @@ def _position_limit(model_dir: Path) -> int | None:
     except (OSError, ValueError):
         return None
     return value if isinstance(value, int) and value > 0 else None
+
+
+def _first(items: list[str], shown: int = 30) -> str:
+    """A list for one screen line: a file read with the wrong label column has hundreds of labels."""
+    more = f", and {len(items) - shown} more (--json lists all)" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
