@@ -116,14 +116,31 @@ def _tanh_rational(z: mx.array) -> mx.array:
     return c * _polynomial(s, _TANH_P) / _polynomial(s, _TANH_Q)
 
 
+# Past these |x| GELU is x or 0 in float32 (erf and tanh round to +-1): the value and derivative are
+# taken as those limits there. The clamped Gaussian factor would otherwise leak into x e^(-a^2)
+# (GELU' = 1.00045 at 1e4, 5.49 at 1e8), and inf * 0 would be NaN.
+_ERF_FAR = 4.0 / _SQRT1_2  # erf's argument clamped at 4
+
+
+def _tanh_far(x: mx.array) -> mx.array:
+    return mx.abs(_C * (x + _K * x * x * x)) >= _TANH_CLAMP
+
+
+def _limits(far: mx.array, x: mx.array, value: mx.array, derivative: mx.array | None = None):
+    value = mx.where(far, mx.maximum(x, 0.0), value)
+    if derivative is None:
+        return value
+    return value, mx.where(far, (x > 0).astype(x.dtype), derivative)
+
+
 @partial(mx.compile, shapeless=True)
 def _gelu_erf_forward(x: mx.array) -> mx.array:
-    return 0.5 * x * (1.0 + _erf_shapefree(x * _SQRT1_2))
+    return _limits(mx.abs(x) >= _ERF_FAR, x, 0.5 * x * (1.0 + _erf_shapefree(x * _SQRT1_2)))
 
 
 @partial(mx.compile, shapeless=True)
 def _gelu_tanh_forward(x: mx.array) -> mx.array:
-    return 0.5 * x * (1.0 + _tanh_rational(_C * (x + _K * x * x * x)))
+    return _limits(_tanh_far(x), x, 0.5 * x * (1.0 + _tanh_rational(_C * (x + _K * x * x * x))))
 
 
 def gelu_tanh(x: mx.array) -> mx.array:
@@ -146,8 +163,7 @@ def _gelu_tanh_expr(x: mx.array) -> mx.array:
 @_gelu_tanh_expr.vjp
 def _gelu_tanh_vjp(primals, cotangent, output):
     x = primals
-    t = _tanh_rational(_C * (x + _K * x * x * x))
-    return (cotangent * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _C * (1.0 + 3.0 * _K * x * x)),)
+    return (cotangent * _gelu_tanh_pair(x)[1],)
 
 
 @mx.custom_function
@@ -158,7 +174,7 @@ def _gelu_erf_expr(x: mx.array) -> mx.array:
 @_gelu_erf_expr.vjp
 def _gelu_vjp(primals, cotangent, output):
     x = primals
-    return (cotangent * (0.5 * (1.0 + _erf_shapefree(x * _SQRT1_2)) + x * _INV_SQRT_2PI * exp(-0.5 * x * x)),)
+    return (cotangent * _gelu_erf_pair(x)[1],)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,14 +191,14 @@ def _gelu_vjp(primals, cotangent, output):
 def _gelu_erf_pair(x: mx.array) -> tuple[mx.array, mx.array]:
     erf, e = _erf_and_gaussian(x * _SQRT1_2)  # e = e^(-x^2/2)
     half = 0.5 + 0.5 * erf  # (1 + erf(x / sqrt 2)) / 2
-    return x * half, half + x * e * _INV_SQRT_2PI
+    return _limits(mx.abs(x) >= _ERF_FAR, x, x * half, half + x * e * _INV_SQRT_2PI)
 
 
 def _gelu_tanh_pair(x: mx.array) -> tuple[mx.array, mx.array]:
     x2 = x * x
     t = _tanh_rational(_C * (x + _K * x2 * x))
     half = 0.5 + 0.5 * t
-    return x * half, half + 0.5 * x * (1.0 - t * t) * _C * (1.0 + 3.0 * _K * x2)
+    return _limits(_tanh_far(x), x, x * half, half + 0.5 * x * (1.0 - t * t) * _C * (1.0 + 3.0 * _K * x2))
 
 
 def _times_kept_derivative(primals, cotangents, outputs):

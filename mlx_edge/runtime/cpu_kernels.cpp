@@ -61,9 +61,17 @@ inline float exp_f(float x) {
 
 // GELU(x) = x (1 + erf(x / sqrt 2)) / 2 and its derivative, erf by Abramowitz-Stegun 7.1.26
 // (|error| <= 1.5e-7) whose exp(-a^2) is also the Gaussian factor of the derivative.
+// Past the clamp GELU is x or 0 in float32: value and derivative are those limits there (the clamped
+// exp(-a^2) would leak into x e^(-a^2), GELU'(1e8) = 5.49, and inf * 0 would be NaN).
+inline void gelu_limits(float x, float& value, float& derivative) {
+  value = x > 0.0f ? x : 0.0f;
+  derivative = x > 0.0f ? 1.0f : 0.0f;
+}
+
 inline void gelu_erf(float x, float& value, float& derivative) {
   constexpr float kSqrt1_2 = 0.7071067811865476f, kInvSqrt2Pi = 0.3989422804014327f;
-  float a = std::min(std::fabs(x) * kSqrt1_2, 4.0f);  // erf(4) is 1 in float32
+  float r = std::fabs(x) * kSqrt1_2;
+  float a = std::min(r, 4.0f);  // erf(4) is 1 in float32
   float e = exp_f(-a * a);
   float t = 1.0f / (1.0f + 0.3275911f * a);
   float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
@@ -72,6 +80,7 @@ inline void gelu_erf(float x, float& value, float& derivative) {
   float half = 0.5f + 0.5f * erf_x;
   value = x * half;
   derivative = half + x * e * kInvSqrt2Pi;
+  if (r >= 4.0f) gelu_limits(x, value, derivative);
 }
 
 // tanh GELU (HF gelu_new / gelu_pytorch_tanh) and its derivative; tanh(z) = z P(z^2) / Q(z^2) on
@@ -79,7 +88,8 @@ inline void gelu_erf(float x, float& value, float& derivative) {
 inline void gelu_tanh(float x, float& value, float& derivative) {
   constexpr float kC = 0.7978845608028654f, kK = 0.044715f, kClamp = 7.90531110763549805f;
   float x2 = x * x;
-  float z = std::min(std::max(kC * (x + kK * x2 * x), -kClamp), kClamp);
+  float zr = kC * (x + kK * x2 * x);
+  float z = std::min(std::max(zr, -kClamp), kClamp);
   float s = z * z;
   float p = -2.76076847742355e-16f;
   p = 2.00018790482477e-13f + s * p;
@@ -96,6 +106,7 @@ inline void gelu_tanh(float x, float& value, float& derivative) {
   float half = 0.5f + 0.5f * t;
   value = x * half;
   derivative = half + 0.5f * x * (1.0f - t * t) * kC * (1.0f + 3.0f * kK * x2);
+  if (std::fabs(zr) >= kClamp) gelu_limits(x, value, derivative);
 }
 
 // The hashed dropout mask of fastmath.keep_mask: murmur3's finalizer over (element index, seed).
