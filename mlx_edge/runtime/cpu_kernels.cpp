@@ -63,9 +63,10 @@ inline float exp_f(float x) {
 // (|error| <= 1.5e-7) whose exp(-a^2) is also the Gaussian factor of the derivative.
 // Past the clamp GELU is x or 0 in float32: value and derivative are those limits there (the clamped
 // exp(-a^2) would leak into x e^(-a^2), GELU'(1e8) = 5.49, and inf * 0 would be NaN).
-inline void gelu_limits(float x, float& value, float& derivative) {
-  value = x > 0.0f ? x : 0.0f;
-  derivative = x > 0.0f ? 1.0f : 0.0f;
+// Written as selects, not a branch, so the loops that inline it stay vectorized.
+inline void gelu_limits(bool far, float x, float& value, float& derivative) {
+  value = far ? (x > 0.0f ? x : 0.0f) : value;
+  derivative = far ? (x > 0.0f ? 1.0f : 0.0f) : derivative;
 }
 
 inline void gelu_erf(float x, float& value, float& derivative) {
@@ -80,7 +81,7 @@ inline void gelu_erf(float x, float& value, float& derivative) {
   float half = 0.5f + 0.5f * erf_x;
   value = x * half;
   derivative = half + x * e * kInvSqrt2Pi;
-  if (r >= 4.0f) gelu_limits(x, value, derivative);
+  gelu_limits(r >= 4.0f, x, value, derivative);
 }
 
 // tanh GELU (HF gelu_new / gelu_pytorch_tanh) and its derivative; tanh(z) = z P(z^2) / Q(z^2) on
@@ -106,7 +107,7 @@ inline void gelu_tanh(float x, float& value, float& derivative) {
   float half = 0.5f + 0.5f * t;
   value = x * half;
   derivative = half + 0.5f * x * (1.0f - t * t) * kC * (1.0f + 3.0f * kK * x2);
-  if (std::fabs(zr) >= kClamp) gelu_limits(x, value, derivative);
+  gelu_limits(std::fabs(zr) >= kClamp, x, value, derivative);
 }
 
 // The hashed dropout mask of fastmath.keep_mask: murmur3's finalizer over (element index, seed).
