@@ -124,7 +124,7 @@ def check_lock() -> dict[str, object]:
         "matches": diff.matches,
         "differs": [{"name": n, "installed": found, "locked": locked} for n, found, locked in diff.differs],
         "missing": [{"name": n, "locked": locked} for n, locked in diff.missing],
-        "summary": lockfile.summary(lock, diff),
+        "summary": lockfile.summary(diff),
     }
 
 

@@ -102,7 +102,7 @@ def compare(lock: Lock, installed: Callable[[str], str | None] = installed_versi
     return diff
 
 
-def summary(lock: Lock, diff: LockDiff, limit: int = 6) -> str:
+def summary(diff: LockDiff, limit: int = 6) -> str:
     """One line for doctor: how many locked packages are as locked, and the first few that are not."""
     if diff.matches:
         return f"all {diff.total} locked packages as locked"

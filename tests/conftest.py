@@ -22,7 +22,7 @@ def pytest_report_header(config):
 
     lock = lockfile.read_lock()
     diff = lockfile.compare(lock)
-    lines = [f"mlx-edge lock ({lock.path.name}): {lockfile.summary(lock, diff)}"]
+    lines = [f"mlx-edge lock ({lock.path.name}): {lockfile.summary(diff)}"]
     return lines + [f"fixture note: {note}" for note in version_notes()]
 
 

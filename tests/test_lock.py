@@ -87,7 +87,7 @@ def test_compare_counts_missing_packages_only_where_the_lock_was_proven():
         here, elsewhere = elsewhere, here
     assert here.differs == [("numpy", "2.3.0", "2.2.6")] and here.missing == [("mlx-cpu", "0.32.4")]
     assert elsewhere.differs == [("numpy", "2.3.0", "2.2.6")] and elsewhere.missing == [] and elsewhere.total == 2
-    assert lockfile.summary(lock, here) == (
+    assert lockfile.summary(here) == (
         "1 of 3 as locked; 1 differ: numpy 2.3.0 (locked 2.2.6); 1 not installed: mlx-cpu"
     )
 
@@ -112,4 +112,4 @@ def test_doctor_names_a_version_newer_than_the_lock(monkeypatch):
 @pytest.mark.skipif(not os.environ.get("CI"), reason="CI installs the lock; a developer may try other versions by hand")
 def test_ci_runs_on_the_locked_set():
     diff = lockfile.compare(lockfile.read_lock())
-    assert diff.matches, lockfile.summary(lockfile.read_lock(), diff)
+    assert diff.matches, lockfile.summary(diff)

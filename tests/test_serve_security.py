@@ -177,7 +177,9 @@ def test_posts_over_their_limit_are_refused_before_reading(app):
     assert client.post("/login", data=big).status_code == 413
     chunked = client.post("/login", content=(b"a" * 10 for _ in range(3)), headers={"content-type": "text/plain"})
     assert chunked.status_code == 411
-    logged_in(app)  # nothing of the above counted as a failed login
+    client, token = logged_in(app)  # nothing of the above counted as a failed login
+    upload = client.post("/jobs", data={"csrf_token": token, "kind": "distill", "pad": "x" * 1_100_000})
+    assert upload.status_code == 413 and "the upload is over 0.01 MB per file" in upload.text
 
 
 def test_secure_cookies_behind_tls(tmp_path):

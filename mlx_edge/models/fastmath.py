@@ -122,8 +122,9 @@ def _tanh_rational(z: mx.array) -> mx.array:
 _ERF_FAR = 4.0 / _SQRT1_2  # erf's argument clamped at 4
 
 
-def _tanh_far(x: mx.array) -> mx.array:
-    return mx.abs(_C * (x + _K * x * x * x)) >= _TANH_CLAMP
+def _tanh_far(z: mx.array) -> mx.array:
+    """z = sqrt(2/pi) (x + 0.044715 x^3), unclamped: tanh(z) is +-1 in float32 past the clamp."""
+    return mx.abs(z) >= _TANH_CLAMP
 
 
 def _limits(far: mx.array, x: mx.array, value: mx.array, derivative: mx.array | None = None):
@@ -140,7 +141,8 @@ def _gelu_erf_forward(x: mx.array) -> mx.array:
 
 @partial(mx.compile, shapeless=True)
 def _gelu_tanh_forward(x: mx.array) -> mx.array:
-    return _limits(_tanh_far(x), x, 0.5 * x * (1.0 + _tanh_rational(_C * (x + _K * x * x * x))))
+    z = _C * (x + _K * x * x * x)
+    return _limits(_tanh_far(z), x, 0.5 * x * (1.0 + _tanh_rational(z)))
 
 
 def gelu_tanh(x: mx.array) -> mx.array:
@@ -196,9 +198,10 @@ def _gelu_erf_pair(x: mx.array) -> tuple[mx.array, mx.array]:
 
 def _gelu_tanh_pair(x: mx.array) -> tuple[mx.array, mx.array]:
     x2 = x * x
-    t = _tanh_rational(_C * (x + _K * x2 * x))
+    z = _C * (x + _K * x2 * x)
+    t = _tanh_rational(z)
     half = 0.5 + 0.5 * t
-    return _limits(_tanh_far(x), x, x * half, half + 0.5 * x * (1.0 - t * t) * _C * (1.0 + 3.0 * _K * x2))
+    return _limits(_tanh_far(z), x, x * half, half + 0.5 * x * (1.0 - t * t) * _C * (1.0 + 3.0 * _K * x2))
 
 
 def _times_kept_derivative(primals, cotangents, outputs):

@@ -27,6 +27,7 @@ from starlette.templating import Jinja2Templates
 from mlx_edge.errors import ServeError
 from mlx_edge.serve import pages
 from mlx_edge.serve.auth import (
+    SESSION_HOURS,
     LoginGuard,
     authenticate,
     csrf_ok,
@@ -43,7 +44,6 @@ from mlx_edge.serve.uploads import DEFAULT_LIMIT_MB
 
 HERE = Path(__file__).parent
 PUBLIC = ("/login", "/static/")
-SESSION_HOURS = 12
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -79,19 +79,22 @@ class BodyLimit:
     """ASGI middleware: every POST declares its size, and one over its route's limit is refused before
     anything reads it (411 / 413). uvicorn's h11 then delivers no more than the declared bytes."""
 
-    def __init__(self, app, upload_limit: int, form_limit: int = 64 * 1024):
-        self.app, self.upload_limit, self.form_limit = app, upload_limit, form_limit
+    def __init__(self, app, max_upload_mb: float, form_limit: int = 64 * 1024):
+        self.app, self.max_upload_mb, self.form_limit = app, max_upload_mb, form_limit
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        limit = self.upload_limit if scope["path"] == "/jobs" else self.form_limit
+        if scope["path"] == "/jobs":  # three files at most, each checked again when it is saved
+            limit, over = 3 * self.max_upload_mb * 1e6 + 1e6, f"the upload is over {self.max_upload_mb:g} MB per file"
+        else:
+            limit, over = self.form_limit, f"the request is over {self.form_limit / 1e3:g} kB"
         length = dict(scope["headers"]).get(b"content-length", b"")
         if not length.isdigit():
             response = JSONResponse({"error": "a POST needs a Content-Length"}, status_code=411)
         elif int(length) > limit:
-            response = JSONResponse({"error": f"the request is over {limit / 1e6:g} MB"}, status_code=413)
+            response = JSONResponse({"error": over}, status_code=413)
         else:
             await self.app(scope, receive, send)
             return
@@ -151,7 +154,7 @@ def create_app(
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] if allowed_hosts else []
     middleware += [
         Middleware(SecurityHeaders),
-        Middleware(BodyLimit, upload_limit=int(3 * max_upload_mb * 1e6 + 1e6)),  # three files, each checked again
+        Middleware(BodyLimit, max_upload_mb=max_upload_mb),
         Middleware(
             SessionMiddleware,
             secret_key=secret_key(workdir),

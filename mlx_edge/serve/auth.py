@@ -25,6 +25,7 @@ from mlx_edge.errors import ServeError
 from mlx_edge.serve.db import Database
 
 SECRET_NAME = "secret.key"
+SESSION_HOURS = 12
 MIN_PASSWORD = 8
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
 _hasher = PasswordHasher()  # argon2id with the library's current defaults (its own parameters live in each hash)
@@ -83,7 +84,7 @@ def start_session(db: Database, session: dict, user: dict) -> None:
     """A fresh session (and CSRF token) for a user who just logged in."""
     session.clear()
     token = secrets.token_urlsafe(32)
-    db.add_session(token, user["id"])
+    db.add_session(token, user["id"], max_age_s=SESSION_HOURS * 3600)
     session.update(sid=token, key=user["session_key"])
 
 
@@ -93,7 +94,7 @@ def end_session(db: Database, session: dict) -> None:
     session.clear()
 
 
-def session_user(db: Database, session: dict, max_age_s: float = 12 * 3600) -> dict | None:
+def session_user(db: Database, session: dict, max_age_s: float = SESSION_HOURS * 3600) -> dict | None:
     """The user a session belongs to, or None (no session, logged out, expired, a deleted user, a new password)."""
     token, key = session.get("sid"), session.get("key")
     if not isinstance(token, str) or not isinstance(key, str):

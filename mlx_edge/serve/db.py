@@ -109,16 +109,18 @@ class Database:
             return cur.rowcount == 1
 
     # sessions: the cookie carries only a token; logging out or a new password deletes the rows
-    def add_session(self, token: str, user_id: int) -> None:
+    def add_session(self, token: str, user_id: int, max_age_s: float) -> None:
+        """A new session; expired ones are cleared here, at login, not on every request."""
+        now = time.time()
         with self.connect() as conn:
-            conn.execute(
-                "INSERT INTO sessions (token, user_id, created) VALUES (?, ?, ?)", (token, user_id, time.time())
-            )
+            conn.execute("DELETE FROM sessions WHERE created < ?", (now - max_age_s,))
+            conn.execute("INSERT INTO sessions (token, user_id, created) VALUES (?, ?, ?)", (token, user_id, now))
 
     def session(self, token: str, max_age_s: float) -> dict | None:
         with self.connect() as conn:
-            conn.execute("DELETE FROM sessions WHERE created < ?", (time.time() - max_age_s,))
-            row = conn.execute("SELECT * FROM sessions WHERE token = ?", (token,)).fetchone()
+            row = conn.execute(
+                "SELECT * FROM sessions WHERE token = ? AND created >= ?", (token, time.time() - max_age_s)
+            ).fetchone()
         return dict(row) if row else None
 
     def end_sessions(self, *, token: str | None = None, user_id: int | None = None) -> None:

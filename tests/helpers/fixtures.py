@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from importlib import metadata
 from pathlib import Path
+
+from mlx_edge.manifest import installed_version as _installed
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "swift" / "Tests" / "MLXEdgeKitTests" / "Fixtures"
@@ -38,7 +39,7 @@ def fixture_meta(path: Path) -> dict:
 def version_notes() -> list[str]:
     """One line per fixture made with other library versions than the installed ones (a note, not a failure)."""
     notes = []
-    for path, _ in SOURCES.items():
+    for path in SOURCES:
         meta = fixture_meta(path)
         moved = []
         for lib in LIBRARIES:
@@ -50,13 +51,6 @@ def version_notes() -> list[str]:
                 f"{path.relative_to(ROOT)} was made with other versions ({', '.join(moved)}): outputs are compared"
             )
     return notes
-
-
-def _installed(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def first_difference(expected: list[dict], actual: list[dict], fields: tuple[str, ...]) -> str | None:
