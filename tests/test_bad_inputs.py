@@ -466,6 +466,20 @@ CASES = [
         ConfigError.exit_code,
         ("--attention-layers [0] out of range",),
     ),
+    Case(
+        "label-whitespace-text",
+        "teacher label --teacher {teacher} --data {tmp}/a.jsonl --out {tmp}/l",
+        D,
+        ("line 2: empty text",),
+        files=(("a.jsonl", '{"text": "pay it", "label": "finance"}\n{"text": " \\t ", "label": "health"}\n'),),
+    ),
+    Case(
+        "distill-whitespace-text",
+        "distill --teacher {teacher} --train {tmp}/a.csv --dev {dev} --max-steps 1 --quiet --out {tmp}/s",
+        D,
+        ("line 3: empty text",),
+        files=(("a.csv", "text,label\npay it,finance\n   ,health\n"),),
+    ),
     Case("label-layers-not-numbers", LABEL + " --out {tmp}/l --hidden-layers a,b", USAGE, ("'--hidden-layers'",)),
     Case(
         "label-data-label-unknown-to-teacher",

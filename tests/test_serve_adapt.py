@@ -25,7 +25,7 @@ ROWS = [{"text": f"pay the credit card bill {d}", "label": "finance"} for d in "
 def test_adapt_job_trains_an_adapter_that_augment_uses(tmp_path):
     llm = build_tiny_llm(tmp_path / "tiny-qwen2")
     rows = write_jsonl(tmp_path / "labeled.jsonl", ROWS)
-    server = Server(tmp_path / "work").start()
+    server = Server(tmp_path / "work", args=("--models", str(tmp_path))).start()
     try:
         client, token = login(server.url)
         form = {

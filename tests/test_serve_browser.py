@@ -52,7 +52,7 @@ def test_login_upload_run_watch_download_check(tmp_path, browser):
     train, dev = tmp_path / "todo-train.jsonl", tmp_path / "todo-dev.jsonl"
     train.write_text("\n".join(todo_rows("train", 900)) + "\n", encoding="utf-8")
     dev.write_text("\n".join(todo_rows("dev", 150)) + "\n", encoding="utf-8")
-    server = Server(tmp_path / "work").start()
+    server = Server(tmp_path / "work", args=("--models", str(tmp_path))).start()
     try:
         # every page needs a session: the jobs page sends the browser to the login form
         browser.get(server.url + "/")

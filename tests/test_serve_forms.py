@@ -57,11 +57,43 @@ def test_each_bad_field_says_what_is_wrong():
         "teacher_lr",
         "device",
     }
-    assert "neither a built-in teacher" in errors["teacher"] and "out of range" in errors["teacher_epochs"]
+    assert "the server takes no model paths" in errors["teacher"] and "out of range" in errors["teacher_epochs"]
     assert "not a whole number" in errors["distill_epochs"] and "out of range" in errors["teacher_lr"]
     with pytest.raises(FormErrors) as caught:
         adapt_params({**ADAPT_DEFAULTS, "model": "no-such-llm", "rank": "-1"}, {})
     assert set(caught.value.errors) == {"data_file", "model", "rank"}
+
+
+def test_model_fields_take_built_in_names_or_paths_inside_the_models_folder_only(tmp_path):
+    models = tmp_path / "models"
+    (models / "teacher").mkdir(parents=True)
+    (models / "teacher" / "config.json").write_text("{}")
+    (models / "student.json").write_text("{}")
+    (models / "llm").mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "config.json").write_text("{}")
+    (models / "escape").symlink_to(tmp_path / "outside")
+    form = {**DISTILL_DEFAULTS, "teacher": "teacher", "student": str(models / "student.json"), "augment_llm": "llm"}
+    params = distill_params(form, {}, models_dir=models)
+    assert params["teacher"] == str((models / "teacher").resolve())
+    assert params["student"] == str((models / "student.json").resolve())
+    assert params["augment_llm"] == str((models / "llm").resolve())
+    assert adapt_params({**ADAPT_DEFAULTS, "model": "llm"}, {"data_file": "d.jsonl"}, models_dir=models)["model"]
+
+    def refused(field, value, models_dir=models):
+        with pytest.raises(FormErrors) as caught:
+            distill_params({**DISTILL_DEFAULTS, field: value}, {}, models_dir=models_dir)
+        return caught.value.errors[field]
+
+    # outside the folder: one answer whether the path exists or not (no probe of the server's disk)
+    existing, missing = refused("student", "/etc/passwd"), refused("student", "/etc/nope")
+    assert existing.replace("/etc/passwd", "X") == missing.replace("/etc/nope", "X")
+    assert "nor a path in the models folder" in existing
+    for field, value in [("teacher", "../outside"), ("teacher", "escape"), ("augment_llm", "/etc"), ("teacher", "")]:
+        assert "nor a path in the models folder" in refused(field, value), (field, value)
+    assert "is not a model folder" in refused("teacher", "llm")  # inside, but not what the field needs
+    assert "takes no model paths" in refused("student", str(models / "student.json"), models_dir=None)
+    assert "takes no model paths" in refused("augment_llm", "/etc", models_dir=None)
 
 
 def test_upload_jobs_read_the_uploads_and_augment_needs_a_dev_file(tmp_path):

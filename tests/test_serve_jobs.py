@@ -62,7 +62,7 @@ def student_sha(workdir: Path, job_id: int) -> str:
 
 def test_queue_kill_restart_resume_cancel(setup, tmp_path):
     workdir = tmp_path / "work"
-    server = Server(workdir).start()
+    server = Server(workdir, args=("--models", str(setup[0].parent))).start()
     db = Database(workdir / DB_NAME)
     try:
         client, token = login(server.url)
@@ -88,7 +88,7 @@ def test_queue_kill_restart_resume_cancel(setup, tmp_path):
         assert not (workdir / "jobs" / str(a) / "result.json").exists()
         assert not (workdir / "jobs" / str(a) / "bundle.zip").exists()
 
-        server = Server(workdir, port=server.port).start()  # same secret: the session survives the restart
+        server = Server(workdir, port=server.port, args=server.args).start()  # same secret: the session survives the restart
         s = state(client, a)
         assert s["status"] == "interrupted" and s["resumable"], s
         assert "resume" in s["error"]

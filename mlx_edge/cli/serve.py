@@ -53,6 +53,28 @@ def _password(password_file: Path | None, *, who: str, env: str | None) -> str:
     help="Largest data file accepted.",
 )
 @click.option(
+    "--quota-mb",
+    type=click.FloatRange(min=0.001),
+    default=500,
+    show_default=True,
+    help="Most upload space one user may take (their files are kept with their jobs).",
+)
+@click.option(
+    "--models",
+    "models_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="A folder of your own teachers, students and LLMs that the job forms may name (relative to it); "
+    "without it the forms take built-in names only.",
+)
+@click.option(
+    "--trusted-proxy",
+    metavar="ADDRESS",
+    default=None,
+    help="Address(es) of a reverse proxy in front (comma-separated): its X-Forwarded-For names the client "
+    "for login limits. Without it the header is ignored.",
+)
+@click.option(
     "--password-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -71,7 +93,20 @@ def _password(password_file: Path | None, *, who: str, env: str | None) -> str:
 @click.option(
     "--reset-password", metavar="NAME", default=None, help="Give a user a new password (ends its sessions), then exit."
 )
-def serve(host, port, workdir, allow_remote, max_upload_mb, password_file, admin, add_user, reset_password):
+def serve(
+    host,
+    port,
+    workdir,
+    allow_remote,
+    max_upload_mb,
+    quota_mb,
+    models_dir,
+    trusted_proxy,
+    password_file,
+    admin,
+    add_user,
+    reset_password,
+):
     """A local training service with web pages: log in, create jobs, watch them, download bundles.
 
     One process, no other server: jobs (a distillation through `mlx-edge run`'s pipeline, or a LoRA
@@ -83,6 +118,7 @@ def serve(host, port, workdir, allow_remote, max_upload_mb, password_file, admin
     Examples:
       mlx-edge serve                          then open http://127.0.0.1:8765
       mlx-edge serve --workdir ~/mlx-edge-serve --port 9000
+      mlx-edge serve --models ~/models       job forms may then name ~/models/my-teacher as my-teacher
       mlx-edge serve --add-user alice
       mlx-edge serve --reset-password admin --password-file pw.txt
     """
@@ -116,5 +152,8 @@ def serve(host, port, workdir, allow_remote, max_upload_mb, password_file, admin
         port=port,
         allow_remote=allow_remote,
         max_upload_mb=max_upload_mb,
+        quota_mb=quota_mb,
+        models_dir=models_dir,
+        trusted_proxy=trusted_proxy,
         on_ready=lambda url: click.echo(f"mlx-edge serve: {url} (workdir {workdir}; Ctrl-C stops it)", err=True),
     )

@@ -40,7 +40,7 @@ from mlx_edge.serve.auth import (
 from mlx_edge.serve.db import DB_NAME, Database
 from mlx_edge.serve.jobs import JobRunner
 from mlx_edge.serve.pages import render
-from mlx_edge.serve.uploads import DEFAULT_LIMIT_MB
+from mlx_edge.serve.uploads import DEFAULT_LIMIT_MB, DEFAULT_QUOTA_MB, sweep
 
 HERE = Path(__file__).parent
 PUBLIC = ("/login", "/static/")
@@ -135,12 +135,17 @@ def create_app(
     allowed_hosts: list[str] | None = None,
     run_jobs: bool = True,
     secure_cookies: bool = False,
+    models_dir: Path | None = None,
+    quota_mb: float = DEFAULT_QUOTA_MB,
 ) -> Starlette:
     """The app over `workdir` (database, uploads, jobs); `run_jobs=False` leaves the queue alone (tests).
-    `secure_cookies`: the session cookie only over HTTPS (serve --allow-remote, behind TLS)."""
+    `secure_cookies`: the session cookie only over HTTPS (serve --allow-remote, behind TLS).
+    `models_dir`: the one folder the forms' model fields may name paths in (else built-in names only);
+    `quota_mb`: the most upload bytes one user may keep."""
     workdir = Path(workdir)
     db = Database(workdir / DB_NAME)
     db.create()
+    sweep(db, workdir)  # uploads no job refers to: a crash between keeping files and making the job
     runner = JobRunner(db, workdir)
 
     @asynccontextmanager
@@ -174,7 +179,7 @@ def create_app(
     ]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.db, app.state.workdir, app.state.runner = db, workdir, runner
-    app.state.max_upload_mb = max_upload_mb
+    app.state.max_upload_mb, app.state.quota_mb, app.state.models_dir = max_upload_mb, quota_mb, models_dir
     app.state.guard = LoginGuard()
     app.state.argon2 = anyio.CapacityLimiter(2)  # each check takes 64 MiB: a burst queues instead of piling up
     app.state.templates = Jinja2Templates(directory=HERE / "templates")
@@ -246,13 +251,39 @@ def check_bind(host: str, port: int, allow_remote: bool) -> None:
 
 
 def serve(
-    *, workdir: Path, host: str, port: int, allow_remote: bool, max_upload_mb: float, on_ready=lambda url: None
+    *,
+    workdir: Path,
+    host: str,
+    port: int,
+    allow_remote: bool,
+    max_upload_mb: float,
+    quota_mb: float = DEFAULT_QUOTA_MB,
+    models_dir: Path | None = None,
+    trusted_proxy: str | None = None,
+    on_ready=lambda url: None,
 ) -> None:
-    """Run the service until Ctrl-C (a running job is then stopped and marked interrupted)."""
+    """Run the service until Ctrl-C (a running job is then stopped and marked interrupted).
+    `trusted_proxy`: the address(es) of a reverse proxy whose X-Forwarded-For names the client."""
     check_bind(host, port, allow_remote)
     hosts = None if allow_remote else [*LOOPBACK_NAMES, "[::1]"]
-    app = create_app(workdir, max_upload_mb=max_upload_mb, allowed_hosts=hosts, secure_cookies=allow_remote)
+    app = create_app(
+        workdir,
+        max_upload_mb=max_upload_mb,
+        allowed_hosts=hosts,
+        secure_cookies=allow_remote,
+        models_dir=models_dir,
+        quota_mb=quota_mb,
+    )
     shown = f"[{host}]" if ":" in host else host
     on_ready(f"http://{shown}:{port}")
-    # proxy_headers off: uvicorn would otherwise take X-Forwarded-For from 127.0.0.1 as the client's address
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3, proxy_headers=False)
+    # X-Forwarded-For only from a proxy the admin named: uvicorn would otherwise trust it from 127.0.0.1,
+    # and every guess could claim a new address
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=3,
+        proxy_headers=trusted_proxy is not None,
+        forwarded_allow_ips=trusted_proxy,
+    )

@@ -138,6 +138,20 @@ class Database:
                 f"INSERT INTO uploads ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", tuple(row.values())
             )
 
+    def upload_bytes(self, user_id: int) -> int:
+        with self.connect() as conn:
+            return conn.execute("SELECT COALESCE(SUM(bytes), 0) FROM uploads WHERE user_id = ?", (user_id,)).fetchone()[
+                0
+            ]
+
+    def drop_uploads_except(self, names: set[str]) -> None:
+        """Delete the rows of uploads whose file name (<uuid>.<format>) is not in `names`."""
+        with self.connect() as conn:
+            gone = [
+                (r["id"],) for r in conn.execute("SELECT id, path FROM uploads") if Path(r["path"]).name not in names
+            ]
+            conn.executemany("DELETE FROM uploads WHERE id = ?", gone)
+
     def upload(self, upload_id: str) -> dict | None:
         with self.connect() as conn:
             row = conn.execute("SELECT * FROM uploads WHERE id = ?", (upload_id,)).fetchone()

@@ -4,7 +4,7 @@ per field that the page shows next to it. Files are stored by uploads.py; here t
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from mlx_edge.distill.student import PRESETS
@@ -49,8 +49,28 @@ class FormErrors(Exception):
 
 
 class _Reader:
-    def __init__(self, form: Mapping[str, str], defaults: dict[str, str]):
+    def __init__(self, form: Mapping[str, str], defaults: dict[str, str], models_dir: Path | None = None):
         self.form, self.defaults, self.errors = form, defaults, {}
+        self.models_dir = Path(models_dir).expanduser().resolve() if models_dir else None
+
+    def model(self, name: str, builtins: tuple[str, ...], fits: Callable[[Path], bool], what: str) -> str | None:
+        """A built-in name, or `what` inside the server's models folder (a relative path starts there).
+        Any other path gets one answer whether it exists or not: the form is no probe of the server's disk."""
+        value = self.text(name)
+        if value in builtins:
+            return value
+        names = ", ".join(builtins)
+        if self.models_dir is None:
+            self.errors[name] = f"{value!r} is not a built-in name ({names}); the server takes no model paths"
+            return None
+        path = (self.models_dir / value).resolve()
+        if not value or not path.is_relative_to(self.models_dir) or path == self.models_dir:
+            self.errors[name] = f"{value!r} is neither a built-in name ({names}) nor a path in the models folder"
+        elif not fits(path):
+            self.errors[name] = f"{value!r} in the models folder is not {what}"
+        else:
+            return str(path)
+        return None
 
     def text(self, name: str) -> str:
         value = self.form.get(name)
@@ -71,9 +91,10 @@ class _Reader:
         return value
 
 
-def distill_params(form: Mapping[str, str], files: Mapping[str, str]) -> dict:
-    """A distillation job's params; `files`: the form's file fields that hold a file → its upload name."""
-    r = _Reader(form, DISTILL_DEFAULTS)
+def distill_params(form: Mapping[str, str], files: Mapping[str, str], *, models_dir: Path | None = None) -> dict:
+    """A distillation job's params; `files`: the form's file fields that hold a file → its upload name.
+    Model fields take built-in names, or paths inside `models_dir` (serve --models) when there is one."""
+    r = _Reader(form, DISTILL_DEFAULTS, models_dir)
     data = r.text("data")
     if data not in ("todo", "upload"):
         r.errors["data"] = "pick the shipped to-do data or upload files"
@@ -82,15 +103,17 @@ def distill_params(form: Mapping[str, str], files: Mapping[str, str]) -> dict:
     params = {
         "data": data,
         "limit": r.number("limit", int, 20, 10_000_000, optional=True),
-        "teacher": _teacher(r),
-        "student": _student(r),
+        "teacher": r.model("teacher", TEACHER_NAMES, lambda p: (p / "config.json").is_file(), "a model folder"),
+        "student": r.model("student", STUDENTS, Path.exists, "a student config .json or student folder"),
         "teacher_epochs": r.number("teacher_epochs", int, 1, 100),
         "distill_epochs": r.number("distill_epochs", int, 1, 1000),
         "max_length": r.number("max_length", int, 8, 512),
         "teacher_lr": r.number("teacher_lr", float, 1e-7, 1.0),
         "student_lr": r.number("student_lr", float, 1e-7, 1.0),
         "augment": r.number("augment_per_class", int, 1, 10_000) if r.form.get("augment") else None,
-        "augment_llm": r.text("augment_llm") or DEFAULT_LLM,
+        "augment_llm": r.model("augment_llm", tuple(BUILTIN_LLMS), Path.is_dir, "an MLX LLM folder")
+        if r.text("augment_llm")
+        else DEFAULT_LLM,
         "device": _device(r),
     }
     if params["augment"] and data == "upload" and "dev_file" not in files:
@@ -100,16 +123,13 @@ def distill_params(form: Mapping[str, str], files: Mapping[str, str]) -> dict:
     return params
 
 
-def adapt_params(form: Mapping[str, str], files: Mapping[str, str]) -> dict:
+def adapt_params(form: Mapping[str, str], files: Mapping[str, str], *, models_dir: Path | None = None) -> dict:
     """A LoRA fine-tuning job's params (the data file is the form's `data_file` upload)."""
-    r = _Reader(form, ADAPT_DEFAULTS)
+    r = _Reader(form, ADAPT_DEFAULTS, models_dir)
     if "data_file" not in files:
         r.errors["data_file"] = "choose a labeled file (JSONL, CSV or TSV) for the LLM to learn from"
-    model = r.text("model")
-    if not (model in BUILTIN_LLMS or Path(model).expanduser().is_dir()):
-        r.errors["model"] = f"{model!r} is neither a built-in LLM ({', '.join(BUILTIN_LLMS)}) nor a directory here"
     params = {
-        "model": model if model in BUILTIN_LLMS else str(Path(model).expanduser().resolve()),
+        "model": r.model("model", tuple(BUILTIN_LLMS), Path.is_dir, "an MLX LLM folder"),
         "rank": r.number("rank", int, 1, 256),
         "epochs": r.number("epochs", int, 1, 100),
         "batch_size": r.number("batch_size", int, 1, 256),
@@ -128,30 +148,6 @@ def title_of(kind: str, params: dict, files: Mapping[str, str], given: str = "")
         return f"LoRA r{params['rank']}: {Path(params['model']).name} on {files.get('data_file', 'data')}"
     data = files.get("train_file", "to-do data") if params["data"] == "upload" else "to-do data"
     return f"{Path(params['teacher']).name} → {Path(params['student']).name} on {data}"
-
-
-def _teacher(r: _Reader) -> str | None:
-    teacher = r.text("teacher")
-    if teacher in TEACHER_NAMES:
-        return teacher
-    path = Path(teacher).expanduser()
-    if teacher and (path / "config.json").is_file():
-        return str(path.resolve())
-    r.errors["teacher"] = (
-        f"{teacher!r} is neither a built-in teacher ({', '.join(TEACHER_NAMES)}) nor a model directory here"
-    )
-    return None
-
-
-def _student(r: _Reader) -> str | None:
-    student = r.text("student")
-    if student in STUDENTS:
-        return student
-    path = Path(student).expanduser()
-    if student and path.exists():
-        return str(path.resolve())
-    r.errors["student"] = f"{student!r} is neither a size ({', '.join(STUDENTS)}) nor a config .json or student here"
-    return None
 
 
 def _device(r: _Reader) -> str | None:

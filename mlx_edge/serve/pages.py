@@ -39,7 +39,7 @@ from mlx_edge.serve.forms import (
     title_of,
 )
 from mlx_edge.serve.jobs import LOG_NAME, RESUMABLE, job_dir, read_result
-from mlx_edge.serve.uploads import save_upload
+from mlx_edge.serve.uploads import check_quota, check_upload, discard, keep
 
 FILE_FIELDS = {"distill": ("train_file", "dev_file", "test_file"), "adapt": ("data_file",)}
 UPLOAD_KEYS = {"train_file": "train", "dev_file": "dev", "test_file": "test", "data_file": "data"}
@@ -170,34 +170,37 @@ async def create_job(request: Request) -> Response:
             for field in FILE_FIELDS[kind]
             if isinstance(item := form.get(field), UploadFile) and (item.filename or item.size)
         }
+        names = {field: item.filename or "upload" for field, item in files.items()}
+        checked: list = []
         try:
-            names = {field: item.filename or "upload" for field, item in files.items()}
             make = distill_params if kind == "distill" else adapt_params
-            params = make(values, names)
+            params = make(values, names, models_dir=state.models_dir)
             if kind == "distill" and params["data"] == "todo":
-                files = {}  # the shipped data: files chosen before switching are not used
-            uploads = {}
-            for field, item in files.items():
+                files, names = {}, {}  # the shipped data: files chosen before switching are not used
+            for field, item in files.items():  # every file read and checked before any is kept
                 content = await item.read()
-                saved = await anyio.to_thread.run_sync(
-                    lambda c=content, n=names[field]: save_upload(
-                        state.db,
-                        state.workdir,
-                        user_id=request.scope["user"]["id"],
-                        name=n,
-                        content=c,
-                        limit_mb=state.max_upload_mb,
+                checked.append(
+                    await anyio.to_thread.run_sync(
+                        lambda c=content, n=names[field]: check_upload(
+                            state.workdir, name=n, content=c, limit_mb=state.max_upload_mb
+                        )
                     )
                 )
-                uploads[UPLOAD_KEYS[field]] = str(saved.path)
-        except FormErrors as exc:
-            return _form(request, kind, values, exc.errors, 400)
-        except DataError as exc:
-            return _form(request, kind, values, {"upload": str(exc)}, 400)
-    params["uploads"] = uploads  # where the worker reads them; "files": what the user called them
-    params["files"] = {UPLOAD_KEYS[field]: names[field] for field in files}
+            user_id = request.scope["user"]["id"]
+            await anyio.to_thread.run_sync(check_quota, state.db, user_id, checked, state.quota_mb)
+        except (FormErrors, DataError) as exc:
+            discard(checked)
+            errors = exc.errors if isinstance(exc, FormErrors) else {"upload": str(exc)}
+            return _form(request, kind, values, errors, 400)
+        except BaseException:  # a dropped connection or a bug: no staged file stays behind
+            discard(checked)
+            raise
+    saved = dict(zip(files, checked))
+    await anyio.to_thread.run_sync(lambda: keep(state.db, checked, user_id=user_id))
+    params["uploads"] = {UPLOAD_KEYS[f]: str(u.path) for f, u in saved.items()}  # where the worker reads them
+    params["files"] = {UPLOAD_KEYS[f]: names[f] for f in files}  # what the user called them
     job_id = state.db.add_job(
-        user_id=request.scope["user"]["id"],
+        user_id=user_id,
         kind=kind,
         title=title_of(kind, params, names, values.get("title", "")),
         params=params,

@@ -1,6 +1,11 @@
 """Uploaded data files: size-limited, typed by their content (not their name or the browser's word),
-read with the same reader as the CLI (so a bad file gets the CLI's message), and stored as
-WORKDIR/uploads/<uuid>.<format>. The user's file name is only ever shown, never used as a path.
+read with the same reader as the CLI (so a bad file gets the CLI's message), and kept as
+WORKDIR/uploads/<uuid>.<format> only once every file of the job has been read and the user's quota
+allows them. The user's file name is only ever shown, never used as a path.
+
+A file is first written to a hidden staging name, read there, and renamed into place with its
+database row when the job is created; a file no job refers to (a crash between the two, or a
+workdir from before this rule) is removed when the server starts (`sweep`).
 """
 
 from __future__ import annotations
@@ -18,16 +23,22 @@ from mlx_edge.serve.db import Database
 
 UPLOADS = "uploads"
 DEFAULT_LIMIT_MB = 50
+DEFAULT_QUOTA_MB = 500
+STAGING_PREFIX = ".staged-"
 
 
 @dataclass
 class Upload:
+    """One file read and found good; `staged` until `keep` renames it to `path`."""
+
     id: str
     name: str  # as the user called it (shown only)
+    staged: Path
     path: Path
     format: str
     rows: int
     labels: dict[str, int]
+    bytes: int
     warnings: list[str]
 
 
@@ -48,8 +59,8 @@ def sniff_format(content: bytes) -> str:
     return "tsv" if b"\t" in first else "csv"
 
 
-def save_upload(db: Database, workdir: Path, *, user_id: int, name: str, content: bytes, limit_mb: float) -> Upload:
-    """Store and read one upload; a file the CLI would refuse is refused with its message and not kept."""
+def check_upload(workdir: Path, *, name: str, content: bytes, limit_mb: float) -> Upload:
+    """Read one upload at a staging name; a file the CLI would refuse is refused with its message and removed."""
     shown = check_name(name)
     if len(content) > limit_mb * 1e6:
         raise DataError(
@@ -62,27 +73,67 @@ def save_upload(db: Database, workdir: Path, *, user_id: int, name: str, content
     directory = Path(workdir) / UPLOADS
     directory.mkdir(parents=True, exist_ok=True)
     upload_id = uuid.uuid4().hex
-    path = directory / f"{upload_id}.{fmt}"
-    tmp = directory / f".{upload_id}.tmp"
-    tmp.write_bytes(content)
-    os.replace(tmp, path)
+    # the reader picks the format by suffix: the staging name keeps it
+    staged = directory / f"{STAGING_PREFIX}{upload_id}.{fmt}"
+    staged.write_bytes(content)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            data = read_labeled(path)
+            data = read_labeled(staged)
     except DataError as exc:
-        path.unlink()
-        raise DataError(exc.message.replace(str(path), shown), exc.hint) from None
-    notes = [str(w.message).replace(str(path), shown) for w in caught if issubclass(w.category, Warning)]
+        staged.unlink(missing_ok=True)
+        raise DataError(exc.message.replace(str(staged), shown), exc.hint) from None
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise
+    notes = [str(w.message).replace(str(staged), shown) for w in caught if issubclass(w.category, Warning)]
     labels = dict(sorted(data.counts().items()))
-    db.add_upload(
-        id=upload_id,
-        user_id=user_id,
-        name=shown,
-        path=str(path),
-        format=fmt,
-        rows=len(data),
-        labels=labels,
-        bytes=len(content),
-    )
-    return Upload(upload_id, shown, path, fmt, len(data), labels, notes)
+    path = directory / f"{upload_id}.{fmt}"
+    return Upload(upload_id, shown, staged, path, fmt, len(data), labels, len(content), notes)
+
+
+def check_quota(db: Database, user_id: int, uploads: list[Upload], quota_mb: float) -> None:
+    """Refuse uploads that would take the user's kept files over `quota_mb`."""
+    used, new = db.upload_bytes(user_id), sum(u.bytes for u in uploads)
+    if used + new > quota_mb * 1e6:
+        raise DataError(
+            f"these files ({new / 1e6:.1f} MB) would take your uploads to {(used + new) / 1e6:.1f} MB, "
+            f"over your quota of {quota_mb:g} MB",
+            "upload smaller files, or ask the server's admin to raise --quota-mb",
+        )
+
+
+def keep(db: Database, uploads: list[Upload], *, user_id: int) -> None:
+    """Rename the staged files into place and record them (a crash in between leaves files `sweep` removes)."""
+    for u in uploads:
+        os.replace(u.staged, u.path)
+        db.add_upload(
+            id=u.id,
+            user_id=user_id,
+            name=u.name,
+            path=str(u.path),
+            format=u.format,
+            rows=u.rows,
+            labels=u.labels,
+            bytes=u.bytes,
+        )
+
+
+def discard(uploads: list[Upload]) -> None:
+    for u in uploads:
+        u.staged.unlink(missing_ok=True)
+
+
+def sweep(db: Database, workdir: Path) -> int:
+    """Remove uploads no job refers to (files and rows) and staging leftovers; the number of files removed.
+    Run before the job runner starts, so no job is being created meanwhile."""
+    directory = Path(workdir) / UPLOADS
+    # by file name (<uuid>.<format>): the same workdir may be given relative one day and absolute the next
+    used = {Path(p).name for job in db.jobs() for p in (job["params"].get("uploads") or {}).values()}
+    db.drop_uploads_except(used)
+    removed = 0
+    for path in directory.iterdir() if directory.is_dir() else ():
+        if path.is_file() and path.name not in used:
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed

@@ -34,8 +34,8 @@ def free_port() -> int:
 class Server:
     """`python -m mlx_edge serve` on a free loopback port; start(), stop() (SIGINT), kill() (SIGKILL)."""
 
-    def __init__(self, workdir: Path, port: int | None = None):
-        self.workdir, self.port = Path(workdir), port or free_port()
+    def __init__(self, workdir: Path, port: int | None = None, args: tuple[str, ...] = ()):
+        self.workdir, self.port, self.args = Path(workdir), port or free_port(), tuple(args)
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None
 
@@ -47,7 +47,17 @@ class Server:
         env = {**os.environ, "MLX_EDGE_ADMIN_PASSWORD": PASSWORD, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
         log = open(self.workdir.parent / f"server-{self.port}.log", "ab")  # noqa: SIM115 (the process keeps it)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mlx_edge", "serve", "--workdir", str(self.workdir), "--port", str(self.port)],
+            [
+                sys.executable,
+                "-m",
+                "mlx_edge",
+                "serve",
+                "--workdir",
+                str(self.workdir),
+                "--port",
+                str(self.port),
+                *self.args,
+            ],
             cwd=ROOT,
             env=env,
             stdout=log,
