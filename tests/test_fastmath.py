@@ -6,6 +6,8 @@ and nanobind are there) and with the MLX expressions they fall back to (the kern
 
 from __future__ import annotations
 
+import math
+
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
@@ -216,3 +218,61 @@ def test_fast_and_native_models_train_with_the_same_gradients(monkeypatch):
     assert grads[0].keys() == grads[1].keys()
     for name, g in grads[0].items():
         np.testing.assert_allclose(np.array(g), np.array(grads[1][name]), atol=2e-5, err_msg=name)
+
+
+def _gelu64(x: np.ndarray, tanh: bool) -> np.ndarray:
+    if tanh:
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1 + np.vectorize(math.erf)(x / np.sqrt(2)))
+
+
+@pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16], ids=["float16", "bfloat16"])
+def test_half_precision_inputs_are_computed_in_float32(dtype):
+    """The expressions' polynomials and constants are float32's: in float16 the tanh GELU once gave
+    0.17 at x = -12 (GELU(-12) is ~0). Against float64 NumPy at the half-precision inputs themselves."""
+    eps = {mx.float16: 2.0**-10, mx.bfloat16: 2.0**-7}[dtype]  # one step of the output's rounding
+    x = mx.array(np.linspace(-20, 20, 4001).astype(np.float32)).astype(dtype)
+    x64 = np.array(x.astype(mx.float32)).astype(np.float64)
+
+    def check(got: mx.array, want: np.ndarray, name: str):
+        assert got.dtype == dtype, name
+        ours = np.array(got.astype(mx.float32)).astype(np.float64)
+        np.testing.assert_allclose(ours, want, rtol=eps, atol=eps * 1e-2, err_msg=name)
+
+    for tanh in (False, True):
+        want = _gelu64(x64, tanh)
+        check(fastmath.gelu_tanh(x) if tanh else fastmath.gelu(x), want, f"gelu tanh={tanh}")
+        check(fastmath.gelu_tanh_train(x) if tanh else fastmath.gelu_train(x), want, f"gelu_train tanh={tanh}")
+        assert abs(np.array(fastmath.gelu_tanh(x).astype(mx.float32))[x64 == -12.0]).max() < 1e-6
+    rows = x[:4000].reshape(40, 100)  # 40 rows of 100 scores in [-20, 20]
+    r64 = np.array(rows.astype(mx.float32)).astype(np.float64)
+    softmax = np.exp(r64 - r64.max(-1, keepdims=True))
+    check(fastmath.softmax(rows), softmax / softmax.sum(-1, keepdims=True), "softmax")
+    norm = fastmath.LayerNorm(100, eps=1e-5)
+    norm.update({"weight": norm.weight.astype(dtype), "bias": norm.bias.astype(dtype)})
+    xhat = (r64 - r64.mean(-1, keepdims=True)) / np.sqrt(r64.var(-1, keepdims=True) + 1e-5)
+    got = norm(rows)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(np.array(got.astype(mx.float32)), xhat, rtol=eps, atol=4 * eps)  # |xhat| up to ~2
+
+
+def test_second_derivatives_are_right_or_refused(backend):
+    """A GELU whose backward pass reads a kept derivative has no second derivative: differentiating it
+    again once gave 0 without a word. It raises now; the expressions' `gelu` differentiates twice."""
+    # (not at 0 itself: there the expressions' erf(|x|) sign trick halves GELU'' by abs's 0 subgradient)
+    x = mx.array(np.linspace(-5, 5, 100).astype(np.float32))
+
+    def second(fn):
+        first = mx.grad(lambda v: fn(v).sum())
+        return mx.grad(lambda v: first(v).sum())(x)
+
+    for train in (fastmath.gelu_train, fastmath.gelu_tanh_train):
+        with pytest.raises(ValueError, match="no second derivative|first derivative only"):
+            mx.eval(second(train))
+    for fast, native in ((fastmath.gelu, nn.gelu), (fastmath.gelu_tanh, nn.gelu_approx)):
+        if backend == "cpu-kernels":
+            with pytest.raises(ValueError, match="set MLX_EDGE_CPU_KERNELS=0 for higher-order gradients"):
+                mx.eval(second(fast))
+        else:
+            # (2e-5 off at +-5, where the tanh form's clamp makes GELU'' 0 instead of -3e-5)
+            np.testing.assert_allclose(np.array(second(fast)), np.array(second(native)), atol=5e-5)

@@ -88,7 +88,9 @@ def test_queue_kill_restart_resume_cancel(setup, tmp_path):
         assert not (workdir / "jobs" / str(a) / "result.json").exists()
         assert not (workdir / "jobs" / str(a) / "bundle.zip").exists()
 
-        server = Server(workdir, port=server.port, args=server.args).start()  # same secret: the session survives the restart
+        server = Server(
+            workdir, port=server.port, args=server.args
+        ).start()  # same secret: the session survives the restart
         s = state(client, a)
         assert s["status"] == "interrupted" and s["resumable"], s
         assert "resume" in s["error"]

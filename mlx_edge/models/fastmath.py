@@ -145,16 +145,24 @@ def _gelu_tanh_forward(x: mx.array) -> mx.array:
     return _limits(_tanh_far(z), x, 0.5 * x * (1.0 + _tanh_rational(z)))
 
 
+def _in_float32(fn, x: mx.array) -> mx.array:
+    """fn computed in float32 for float16/bfloat16 inputs, cast back: the expressions' constants and
+    polynomials are float32's (in float16 the tanh GELU gave 0.17 at x = -12)."""
+    if x.dtype in (mx.float16, mx.bfloat16):
+        return fn(x.astype(mx.float32)).astype(x.dtype)
+    return fn(x)
+
+
 def gelu_tanh(x: mx.array) -> mx.array:
     """0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))): HF `gelu_new` / `gelu_pytorch_tanh`."""
     k = _kernels_for(x)
-    return k.gelu(x, tanh=True) if k is not None else _gelu_tanh_expr(x)
+    return k.gelu(x, tanh=True) if k is not None else _in_float32(_gelu_tanh_expr, x)
 
 
 def gelu(x: mx.array) -> mx.array:
     """Exact GELU, 0.5 x (1 + erf(x / √2))."""
     k = _kernels_for(x)
-    return k.gelu(x) if k is not None else _gelu_erf_expr(x)
+    return k.gelu(x) if k is not None else _in_float32(_gelu_erf_expr, x)
 
 
 @mx.custom_function
@@ -204,9 +212,25 @@ def _gelu_tanh_pair(x: mx.array) -> tuple[mx.array, mx.array]:
     return _limits(_tanh_far(z), x, x * half, half + 0.5 * x * (1.0 - t * t) * _C * (1.0 + 3.0 * _K * x2))
 
 
+@mx.custom_function
+def _first_order_only(derivative: mx.array) -> mx.array:
+    """The kept derivative as the backward pass reads it. The pair's VJP reads only the value's
+    cotangent, so a gradient flowing into the derivative (a second derivative) would be dropped
+    without a word: this identity raises instead."""
+    return derivative
+
+
+@_first_order_only.vjp
+def _no_second_derivative(primals, cotangent, output):
+    raise ValueError(
+        "fastmath's training GELU keeps its first derivative only; use fastmath.gelu or nn.gelu for "
+        "higher-order gradients"
+    )
+
+
 def _times_kept_derivative(primals, cotangents, outputs):
     """The VJP of a (value, derivative) pair: the value's cotangent times the derivative."""
-    return (cotangents[0] * outputs[1],)
+    return (cotangents[0] * _first_order_only(outputs[1]),)
 
 
 _gelu_pair_erf = mx.custom_function(mx.compile(_gelu_erf_pair, shapeless=True))
@@ -218,13 +242,13 @@ _gelu_pair_tanh.vjp(_times_kept_derivative)
 def gelu_train(x: mx.array) -> mx.array:
     """`gelu` whose forward pass also keeps the derivative for a one-multiply backward pass."""
     k = _kernels_for(x)
-    return k.gelu_pair(x)[0] if k is not None else _gelu_pair_erf(x)[0]
+    return k.gelu_pair(x)[0] if k is not None else _in_float32(lambda v: _gelu_pair_erf(v)[0], x)
 
 
 def gelu_tanh_train(x: mx.array) -> mx.array:
     """`gelu_tanh` whose forward pass also keeps the derivative for a one-multiply backward pass."""
     k = _kernels_for(x)
-    return k.gelu_pair(x, tanh=True)[0] if k is not None else _gelu_pair_tanh(x)[0]
+    return k.gelu_pair(x, tanh=True)[0] if k is not None else _in_float32(lambda v: _gelu_pair_tanh(v)[0], x)
 
 
 def softmax(x: mx.array) -> mx.array:

@@ -7,11 +7,12 @@
 // ~30% of a distillation step on a 2-core x86 box. Here each is one pass (two for the reductions)
 // over contiguous rows with `__restrict` pointers and branch-free math that g++ vectorizes for the
 // CPU it is built on (-march=native: kernels.py builds it on the machine that runs it, and keys its
-// cache on the CPU's flags).
+// cache on the CPU's flags; a portable -march where it cannot read them).
 //
-// Built on first use by mlx_edge/runtime/kernels.py against the installed MLX's headers and the
-// nanobind it was built with; nothing here runs on Metal or CUDA (fastmath.enabled() is Linux CPU
-// only). Float32 only: callers fall back to their MLX expressions for other dtypes.
+// Built by `mlx-edge doctor --build` (scripts/setup.sh runs it; mlx_edge/runtime/kernels.py) against
+// the installed MLX's headers and the nanobind it was built with; nothing here runs on Metal or CUDA
+// (fastmath.enabled() is Linux CPU only). Float32 only: callers fall back to their MLX expressions for
+// other dtypes. First derivatives only: a second one raises (see no_second_derivative).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -273,9 +274,47 @@ class CpuOnly : public mx::Primitive {
   }
 };
 
-class SoftmaxVjp : public CpuOnly {
+// The backward passes are written for one differentiation: differentiating them again raises (MLX's
+// default would be "not implemented"; the GELU derivative's would silently be 0, see KeptDerivative).
+[[noreturn]] void no_second_derivative(const char* op) {
+  throw std::invalid_argument(std::string("mlx-edge's CPU ") + op +
+                              " has no second derivative; set MLX_EDGE_CPU_KERNELS=0 for higher-order gradients");
+}
+
+class FirstOrderOnly : public CpuOnly {
  public:
-  using CpuOnly::CpuOnly;
+  FirstOrderOnly(mx::Stream s, const char* op) : CpuOnly(s), op_(op) {}
+  std::vector<array> vjp(const std::vector<array>&, const std::vector<array>&, const std::vector<int>&,
+                         const std::vector<array>&) override {
+    no_second_derivative(op_);
+  }
+  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>&, const std::vector<int>&) override {
+    no_second_derivative(op_);
+  }
+
+ private:
+  const char* op_;
+};
+
+// GELU'(x) as Gelu's second output, seen through a primitive of its own that shares the buffer (no
+// copy, no pass over it) and refuses to be differentiated: Gelu's VJP reads only the value's
+// cotangent, so a gradient flowing into the derivative would otherwise be dropped without a word.
+class KeptDerivative : public FirstOrderOnly {
+ public:
+  explicit KeptDerivative(mx::Stream s) : FirstOrderOnly(s, "GELU") {}
+  void eval_cpu(const std::vector<array>& in, std::vector<array>& out) override { out[0].copy_shared_buffer(in[0]); }
+  const char* name() const override { return "MlxEdgeGeluDerivative"; }
+  bool is_equivalent(const mx::Primitive&) const override { return true; }
+  std::vector<Shape> output_shapes(const std::vector<array>& in) override { return {in[0].shape()}; }
+};
+
+array kept_derivative(const array& derivative, mx::Stream s) {
+  return array(derivative.shape(), mx::float32, std::make_shared<KeptDerivative>(s), {derivative});
+}
+
+class SoftmaxVjp : public FirstOrderOnly {
+ public:
+  explicit SoftmaxVjp(mx::Stream s) : FirstOrderOnly(s, "softmax") {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& out) override {
     auto& enc = prepare(in, out);
     enc.dispatch([y = in[0].data<float>(), g = in[1].data<float>(), d = out[0].data<float>(),
@@ -322,7 +361,7 @@ class Gelu : public CpuOnly {
                                                         {mx::float32, mx::float32},
                                                         std::make_shared<Gelu>(stream(), tanh_form_, true),
                                                         {primals[0]})[1];
-    return {mx::multiply(cotangents[0], derivative, stream())};
+    return {mx::multiply(cotangents[0], kept_derivative(derivative, stream()), stream())};
   }
   const char* name() const override { return "MlxEdgeGelu"; }
   bool is_equivalent(const mx::Primitive& other) const override {
@@ -338,9 +377,9 @@ class Gelu : public CpuOnly {
 };
 
 // inputs (x, w, mean, rstd, g) -> (dx, dw, db)
-class LayerNormVjp : public CpuOnly {
+class LayerNormVjp : public FirstOrderOnly {
  public:
-  using CpuOnly::CpuOnly;
+  explicit LayerNormVjp(mx::Stream s) : FirstOrderOnly(s, "LayerNorm") {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& out) override {
     size_t n = last_dim(in[0]), rows = rows_of(in[0]);
     auto& enc = prepare(in, out);
@@ -461,9 +500,9 @@ NB_MODULE(_mlx_edge_kernels, m) {
         auto xc = f32_rows(x, s);
         auto both = array::make_arrays({xc.shape(), xc.shape()}, {mx::float32, mx::float32},
                                        std::make_shared<Gelu>(s, tanh_form, true), {xc});
-        return nb::make_tuple(both[0], both[1]);
+        return nb::make_tuple(both[0], kept_derivative(both[1], s));
       },
-      nb::arg("x"), nb::arg("tanh") = false, "(GELU(x), GELU'(x)); the value's VJP multiplies by the second.");
+      nb::arg("x"), nb::arg("tanh") = false, "(GELU(x), GELU'(x)); the value's VJP multiplies by the second, which has no derivative itself.");
   m.def(
       "layer_norm",
       [](const array& x, const array& w, const array& b, float eps) {
