@@ -149,7 +149,7 @@ def build_kernels() -> dict[str, object]:
     try:
         return {"cpu_kernels_library": str(kernels.build())}
     except Exception as exc:  # a failed build is a line in the report: MLX's own kernels still run
-        return {"cpu_kernels_build_error": str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}
+        return {"cpu_kernels_build_error": kernels.one_line(exc)}
 
 
 def probe_blas(seconds: float = 0.3, built: dict[str, object] | None = None) -> dict[str, object]:

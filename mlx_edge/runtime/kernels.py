@@ -219,7 +219,8 @@ def _build_lock(directory: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An exception as the one line a user is shown: its message's first line, else its type's name."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
@@ -284,7 +285,7 @@ def _child(command_json: str) -> None:
             raise OSError(f"{command[0]} could not build mlx-edge's CPU kernels: {' | '.join(errors[:3])[-400:]}")
         _self_test(_import(Path(command[command.index("-o") + 1])))
     except Exception as exc:  # any failure is the reason the parent reports
-        print(f"\n{_one_line(exc)}", file=sys.stderr, flush=True)
+        print(f"\n{one_line(exc)}", file=sys.stderr, flush=True)
         sys.exit(1)
 
 
@@ -350,7 +351,7 @@ def load():
                 _module = _load_checked()
                 _problem = None
         except Exception as exc:  # whatever stops them, the MLX expressions run instead
-            _problem = _one_line(exc)
+            _problem = one_line(exc)
         finally:
             _tried = True
         if _module is None and wanted():

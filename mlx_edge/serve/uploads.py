@@ -80,11 +80,10 @@ def check_upload(workdir: Path, *, name: str, content: bytes, limit_mb: float) -
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             data = read_labeled(staged)
-    except DataError as exc:
+    except BaseException as exc:  # a refused file, or anything else: nothing stays staged
         staged.unlink(missing_ok=True)
-        raise DataError(exc.message.replace(str(staged), shown), exc.hint) from None
-    except BaseException:
-        staged.unlink(missing_ok=True)
+        if isinstance(exc, DataError):
+            raise DataError(exc.message.replace(str(staged), shown), exc.hint) from None
         raise
     notes = [str(w.message).replace(str(staged), shown) for w in caught if issubclass(w.category, Warning)]
     labels = dict(sorted(data.counts().items()))
