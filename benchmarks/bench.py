@@ -1,4 +1,4 @@
-"""The README's backend table: `mlx-edge bench` on the tiny student, with its JSON and PNG kept.
+"""docs/performance.md's backend table: `mlx-edge bench` on the tiny student, with its JSON and PNG kept.
 
     .venv/bin/python benchmarks/bench.py [--model tiny] [--out benchmarks/results] [mlx-edge bench options...]
 

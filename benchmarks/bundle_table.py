@@ -1,4 +1,4 @@
-"""The README's bundle table: student kind x precision -> size, accuracy, agreement, CPU latency.
+"""The README's "Choose a bundle" table: student kind x precision -> size, accuracy, agreement, CPU latency.
 
     .venv/bin/python benchmarks/bundle_table.py --teacher TEACHER [--dev DEV] STUDENT:BUNDLE [STUDENT:BUNDLE ...]
 

@@ -1,4 +1,4 @@
-"""Export time and bundle sizes of a TinyBERT-4-shaped student (the README's figures).
+"""Export time and bundle sizes of a TinyBERT-4-shaped student (docs/export.md's figures).
 
 The student is random (distillation makes the real one; export does not care what the weights
 are): 4 layers, 312 wide, 12 heads, FFN 1200, 128 tokens, 6 labels, with the uncased WordPiece vocab

@@ -17,7 +17,7 @@ Steps, each skipped when its output exists (delete it to run it again):
    `mlx-edge check` on it;
 6. score on the dev split: the MLX quantized student, and the bundle's Encoder program itself run
    by the NumPy MIL interpreter (what the app computes, on Linux); bundle bytes = every file (du -b).
-Prints the README's table.
+Prints docs/quantization.md's tables.
 
     .venv/bin/python benchmarks/quantized_recipes.py --teacher TEACHER_DIR --tiny STUDENT --targets TARGETS
 

@@ -3,7 +3,7 @@
     nice -n 10 .venv/bin/python benchmarks/static_student.py --teacher TEACHER --targets TARGETS \\
         --tiny TINY_STUDENT [--out /tmp/static-bench] [--only static-64,static-64-frozen] [--json]
 
-TEACHER and TARGETS: the to-do teacher and its targets cache (README "Student recipes"); TINY_STUDENT:
+TEACHER and TARGETS: the to-do teacher and its targets cache (docs/results.md "Students on the to-do data"); TINY_STUDENT:
 a trained 4-layer `tiny` student of the same teacher (the demo's), the one timed against.
 Each setting runs `distill_static` (the library call behind `mlx-edge distill --student static`),
 exports the default bundle (lean, fp16) and an int8 one, checks both (`check_bundle`), and scores

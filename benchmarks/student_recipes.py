@@ -6,7 +6,7 @@ TEACHER_DIR: a teacher fine-tuned on the to-do data, e.g.
     mlx-edge teacher train --model multilingual-e5-small --train mlx_edge/datasets/todo/train.jsonl \\
         --dev mlx_edge/datasets/todo/dev.jsonl --epochs 3 --lr 5e-5 --batch-size 32 --max-length 64 --out teacher
 Labels the training set once per layer set, distills each recipe with the CLI (a finished student
-is reused), then scores teacher and students on dev and test. Prints the README's results table.
+is reused), then scores teacher and students on dev and test. Prints docs/results.md's students table.
 Runs one after another: about 5 min per tiny and 9 min per half student on 2 cores.
 """
 

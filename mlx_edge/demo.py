@@ -59,7 +59,7 @@ def demo_config(
             "student": "tiny",
             "init": "teacher",  # cut from the teacher's layers by activation (distill/shrink.py)
             "vocab": "auto",
-            "vocab_extra": 4000,  # unseen English words keep their own row (README "Vocabulary pruning")
+            "vocab_extra": 4000,  # unseen English words keep their own row (docs/distill.md "Vocabulary pruning")
             "epochs": distill_epochs,
             "learning_rate": 2e-4,
             "hidden_weight": "1",

@@ -31,7 +31,7 @@ class Requirement:
     why: str = ""
 
 
-# The tested set (README: "Tested versions"). Linux pins what was measured on Linux; macOS takes its wheels.
+# The tested set (docs/install.md: "Tested versions"). Linux pins what was measured on Linux; macOS takes its wheels.
 TESTED = (
     Requirement("mlx", ">=0.32,<0.33", True, "the student and the MLX teacher"),
     Requirement("mlx-lm", ">=0.32,<0.33", False, "augment: local LLM generation"),
@@ -47,7 +47,7 @@ TESTED = (
 ) + (  # Linux only: the C++ CPU kernels (runtime/kernels.py) need the nanobind ABI MLX 0.32 was built with
     (Requirement("nanobind", ">=3.0.1,<3.2", False, "mlx-edge's C++ CPU kernels for MLX"),) if IS_LINUX else ()
 )
-PYTHON_SPEC = ">=3.10,<3.14"
+PYTHON_SPEC = ">=3.11,<3.12"  # pyproject's requires-python (a test keeps them equal)
 
 
 @dataclass

@@ -3,7 +3,7 @@
 Library code raises these with a message that says what is wrong and what to do; only the CLI
 turns them into a single line on stderr and the class's exit code. Each exit code means one thing:
 a subclass shares its parent's code only where it is a special case of the same problem. The
-README's "Exit codes" table is `EXIT_CODES` (a test keeps them equal).
+docs/troubleshooting.md's "Exit codes" table is `EXIT_CODES` (a test keeps them equal).
 """
 
 from __future__ import annotations

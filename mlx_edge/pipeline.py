@@ -82,7 +82,7 @@ class PipelineConfig:
 
     @classmethod
     def from_toml(cls, path: Path) -> PipelineConfig:
-        import tomllib  # lazy: Python 3.11+; the library runs on 3.10 without config files
+        import tomllib  # lazy: only config files need it
 
         path = Path(path)
         if not path.is_file():

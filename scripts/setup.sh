@@ -62,6 +62,15 @@ case "$(uname -s)" in
 esac
 
 if [ ! -x "$VENV/bin/python" ]; then
+  # The Python CI proves (pyproject's requires-python): `python3` of another version falls back to python3.11.
+  if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] not in ((3, 11),))' 2>/dev/null; then
+    if [ "$PYTHON" = python3 ] && command -v python3.11 >/dev/null 2>&1; then
+      PYTHON=python3.11
+    else
+      say "ERROR: mlx-edge needs Python 3.11 (the version its tests are proven on); $PYTHON is $("$PYTHON" --version 2>&1 || echo missing). Install it (macOS: brew install python@3.11; Debian/Ubuntu: apt-get install python3.11-venv) or run PYTHON=/path/to/python3.11 bash scripts/setup.sh"
+      exit 1
+    fi
+  fi
   say "creating $VENV with $($PYTHON --version 2>&1)"
   "$PYTHON" -m venv "$VENV"
 fi

@@ -113,3 +113,20 @@ def test_doctor_names_a_version_newer_than_the_lock(monkeypatch):
 def test_ci_runs_on_the_locked_set():
     diff = lockfile.compare(lockfile.read_lock())
     assert diff.matches, lockfile.summary(diff)
+
+
+def test_the_supported_python_is_the_one_ci_proves():
+    """pyproject's requires-python, doctor's check and setup.sh's guard admit the Python the lock was proven on
+    (CI's), and refuse 3.10, where `mlx-edge run` cannot import tomllib."""
+    import tomllib  # lazy: the test runs on the proven Python, 3.11+
+    from packaging.specifiers import SpecifierSet
+
+    from mlx_edge import doctor
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
+    assert declared == doctor.PYTHON_SPEC
+    proven = re.search(r"Python (\d+\.\d+\.\d+)", LOCK.proven_on).group(1)
+    assert proven in SpecifierSet(declared) and "3.10.13" not in SpecifierSet(declared)
+    setup = (ROOT / "scripts" / "setup.sh").read_text(encoding="utf-8")
+    floor = re.search(r"sys\.version_info\[:2\] not in \(\((\d+), (\d+)\),\)", setup).groups()
+    assert f">={floor[0]}.{floor[1]}" in declared

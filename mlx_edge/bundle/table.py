@@ -1,7 +1,7 @@
 """One row per bundle: student kind x precision -> parameters, sizes, accuracy, agreement, CPU latency.
 
 The table `mlx-edge run`/`demo` print for the bundle they made, and benchmarks/bundle_table.py prints
-for several (README "Ship-size bundles"). Latency is per sentence at the bundle's own input shape
+for several (README "Choose a bundle"). Latency is per sentence at the bundle's own input shape
 (batch 1, its fixed sequence length: what the app's Encoder call costs), the median over the texts
 after a warm-up, on two paths that run here: the MLX student (the compiled single-sentence path)
 and the exported program's PyTorch mirror. CoreML's own latency needs a Mac.

@@ -25,7 +25,7 @@ class AugmentCommand(click.Command):
     """`augment`, and `augment adapt ...` when the first argument is `adapt`. A click group would
     need every `augment` option before a subcommand name and would change `augment`'s own usage."""
 
-    commands = {"adapt": adapt}  # as a click.Group names them (the README's command check reads it)
+    commands = {"adapt": adapt}  # as a click.Group names them (the docs' command check reads it)
 
     def make_context(self, info_name, args, parent=None, **extra):
         if args and args[0] in self.commands:

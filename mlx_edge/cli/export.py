@@ -93,7 +93,7 @@ def _seq_len(ctx, param, value):
     show_default=True,
     help="The most weights per scale with --quantize int8-block / int4-block: each weight takes the largest "
     "divisor of its input width up to it (a 312/1200 TinyBERT-4 student: 26 and 30 at 32, 52 and 60 at 64). "
-    "A student quantized by `distill --quantize` keeps its own group size.",
+    "A student quantized by `distill --quantize` needs its own block size here (the one it was trained with).",
 )
 @click.option(
     "--palettize-bits",

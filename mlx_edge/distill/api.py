@@ -40,7 +40,7 @@ from mlx_edge.settings import DISTILL
 from mlx_edge.targets import TargetsCache
 from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, head_labels, tokenizer_hash
 
-# The vocabulary a new student keeps by default (see README "Vocabulary pruning" for the trade-off).
+# The vocabulary a new student keeps by default (see docs/distill.md "Vocabulary pruning" for the trade-off).
 PRUNE_DEFAULT = "seen+script"
 SPEED_SAMPLE = 256  # dev rows the teacher/student speed-up is timed on (interleaved passes: compare_speed)
 

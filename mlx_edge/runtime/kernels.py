@@ -7,7 +7,7 @@ the attention softmax, GELU (with its derivative), LayerNorm and the hashed drop
 with vectorized loops and their own backward passes (first order only: a second derivative raises).
 
 On by default on Linux: on a 2-core x86 box the distill loop runs 1.31x, batch inference (b32 L128) 1.20x
-and labeling 1.35x as fast with them as with fastmath's MLX expressions (README: "Speed: mlx-edge's C++
+and labeling 1.35x as fast with them as with fastmath's MLX expressions (docs/performance.md: "C++
 CPU kernels").
 
 `build()` (run by `mlx-edge doctor --build`, which scripts/setup.sh runs) compiles the library with g++
