@@ -162,3 +162,21 @@ def test_a_removed_page_heading_or_script_fails_the_check(docs_copy):
     assert any("#vocabulary-pruning (no such heading)" in b for b in set(broken_links(files())) - before)
     (docs_copy / "benchmarks" / "vocab_pruning.py").unlink()
     assert "distill.md: benchmarks/vocab_pruning.py" in missing_scripts(files(), docs_copy)
+
+
+def test_every_config_the_docs_show_is_read_by_mlx_edge_run(tmp_path):
+    """A TOML block on a page is a `mlx-edge run` config: unknown keys or values out of range would fail here."""
+    from mlx_edge.pipeline import PipelineConfig
+
+    blocks = [
+        b for p in doc_files() for b in re.findall(r"```toml\n(.*?)```", p.read_text(encoding="utf-8"), re.DOTALL)
+    ]
+    assert len(blocks) >= 2  # the README's quickstart and the pipeline page
+    for i, block in enumerate(blocks):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        for name in re.findall(r'^(?:train|dev|test) = "([^"]+)"', block, flags=re.MULTILINE):
+            (folder / name).write_text("text,label\nhello,a\nworld,b\n", encoding="utf-8")
+        (folder / "run.toml").write_text(block, encoding="utf-8")
+        config = PipelineConfig.from_toml(folder / "run.toml")
+        assert config.train.parent == folder and config.distill.get("init") == "teacher"
