@@ -264,7 +264,8 @@ def _resume_point(out: Path, setup: dict, force: bool) -> list[dict]:
         for shard in shards:
             if not (out / shard["file"]).is_file():
                 raise TargetsError(f"{out / shard['file']} is missing", "pass --force to start over")
-        temp_files = (".shard-*", ".index.json.*.tmp", f".{MANIFEST_NAME}.*.tmp")  # of an interrupted write
+        # Of an interrupted write: ours, and safetensors' (its writer stages each file as .tmpXXXXXX beside it).
+        temp_files = (".shard-*", ".index.json.*.tmp", f".{MANIFEST_NAME}.*.tmp", ".tmp??????")
         for stray in [p for pattern in temp_files for p in out.glob(pattern)]:
             stray.unlink()
         return shards
