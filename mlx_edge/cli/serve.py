@@ -1,4 +1,5 @@
-"""`mlx-edge serve`: the local training service, and its users from the shell. Imports only click at module level."""
+"""`mlx-edge serve`: the local training service, and its users from the shell. Imports only click (and the
+service package's own constants) at module level."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import click
 
 from mlx_edge.errors import ServeError
+from mlx_edge.serve import DEFAULT_LIMIT_MB, DEFAULT_QUOTA_MB
 
 PASSWORD_ENV = "MLX_EDGE_ADMIN_PASSWORD"
 
@@ -48,14 +50,14 @@ def _password(password_file: Path | None, *, who: str, env: str | None) -> str:
 @click.option(
     "--max-upload-mb",
     type=click.FloatRange(min=0.001),
-    default=50,
+    default=DEFAULT_LIMIT_MB,
     show_default=True,
     help="Largest data file accepted.",
 )
 @click.option(
     "--quota-mb",
     type=click.FloatRange(min=0.001),
-    default=500,
+    default=DEFAULT_QUOTA_MB,
     show_default=True,
     help="Most upload space one user may take (their files are kept with their jobs).",
 )

@@ -25,7 +25,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from mlx_edge.errors import ServeError
-from mlx_edge.serve import pages
+from mlx_edge.serve import DEFAULT_LIMIT_MB, DEFAULT_QUOTA_MB, pages
 from mlx_edge.serve.auth import (
     SESSION_HOURS,
     LoginGuard,
@@ -40,7 +40,7 @@ from mlx_edge.serve.auth import (
 from mlx_edge.serve.db import DB_NAME, Database
 from mlx_edge.serve.jobs import JobRunner
 from mlx_edge.serve.pages import render
-from mlx_edge.serve.uploads import DEFAULT_LIMIT_MB, DEFAULT_QUOTA_MB, sweep
+from mlx_edge.serve.uploads import sweep
 
 HERE = Path(__file__).parent
 PUBLIC = ("/login", "/static/")

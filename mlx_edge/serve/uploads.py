@@ -22,8 +22,6 @@ from mlx_edge.errors import DataError
 from mlx_edge.serve.db import Database
 
 UPLOADS = "uploads"
-DEFAULT_LIMIT_MB = 50
-DEFAULT_QUOTA_MB = 500
 STAGING_PREFIX = ".staged-"
 
 
