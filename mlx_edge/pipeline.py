@@ -20,20 +20,27 @@ from typing import Any
 
 import numpy as np
 
+from mlx_edge import ladder
 from mlx_edge.augment.api import augment as run_augment
 from mlx_edge.augment.report import AugmentResult, format_details
-from mlx_edge.bundle.table import BundleRow, bundle_row, format_rows
+from mlx_edge.bundle.table import BundleRow, bundle_row
 from mlx_edge.check import check_bundle
 from mlx_edge.data import LabelMap, language_of, read_labeled
-from mlx_edge.distill.api import distill as run_distill
 from mlx_edge.distill.loop import LoopConfig
 from mlx_edge.distill.student import parse_layer_map, student_config
-from mlx_edge.errors import AugmentMismatch, ConfigError, SetupMismatch, WorkMismatch
-from mlx_edge.export import export_bundle
+from mlx_edge.errors import AugmentMismatch, ConfigError, SetupMismatch
 from mlx_edge.fileio import atomic_write_json, atomic_write_text, disk_bytes, fingerprint
 from mlx_edge.models.checkpoint import load_config
 from mlx_edge.predict import predict_texts
-from mlx_edge.settings import AugmentSettings, DistillSettings, ExportSettings, LabelSettings, TeacherTrainSettings
+from mlx_edge.settings import (
+    PIPELINE,
+    AugmentSettings,
+    DistillSettings,
+    ExportSettings,
+    LabelSettings,
+    PipelineSettings,
+    TeacherTrainSettings,
+)
 from mlx_edge.teacher.label import label_targets
 from mlx_edge.teacher.train import train_teacher
 
@@ -43,7 +50,7 @@ STATE_NAME = "pipeline.json"
 # The sections a config may have. A stage's section holds its settings class's fields (mlx_edge/settings.py),
 # plus the few keys that only make sense in a pipeline.
 SECTIONS = {
-    "pipeline": {"out", "device", "seed"},
+    "pipeline": set(),
     "data": {"train", "dev", "test", "text_column", "label_column"},
     "teacher": {"model", "dir"},
     "augment": {"per_class", "llm", "adapter"},
@@ -53,6 +60,7 @@ SECTIONS = {
     "check": {"enabled"},
 }
 STAGE_SETTINGS = {
+    "pipeline": PipelineSettings,
     "teacher": TeacherTrainSettings,
     "augment": AugmentSettings,
     "label": LabelSettings,
@@ -71,8 +79,9 @@ class PipelineConfig:
     test: Path | None = None
     text_column: str | None = None
     label_column: str | None = None
-    device: str = "auto"
-    seed: int = 0
+    device: str = PIPELINE.device
+    seed: int = PIPELINE.seed
+    bundles: tuple[str, ...] = PIPELINE.bundles  # the ladder (mlx_edge/ladder.py): fp16, int8, int4, static
     teacher: dict[str, Any] = field(default_factory=dict)  # model | dir, epochs, batch_size, learning_rate, max_length
     augment: dict[str, Any] = field(default_factory=dict)  # per_class, llm, min_confidence, ...; empty: no stage
     label: dict[str, Any] = field(default_factory=dict)  # backend, batch_size, shard_size
@@ -120,15 +129,17 @@ class PipelineConfig:
         for key in ("llm", "adapter"):  # a local path is relative to the config
             if isinstance(augment.get(key), str) and (base / augment[key]).exists():
                 augment[key] = str(base / augment[key])
+        pipeline = PipelineSettings.from_section(run, f"[pipeline] of {path}")
         return cls(
-            out=rel(run.get("out", "mlx-edge-run")),
+            out=rel(pipeline.out),
             train=rel(data["train"]),
             dev=rel(data.get("dev")),
             test=rel(data.get("test")),
             text_column=data.get("text_column"),
             label_column=data.get("label_column"),
-            device=run.get("device", "auto"),
-            seed=int(run.get("seed", 0)),
+            device=pipeline.device,
+            seed=pipeline.seed,
+            bundles=pipeline.bundles,
             teacher=teacher,
             augment=augment,
             label=dict(raw.get("label", {})),
@@ -170,6 +181,8 @@ def run_pipeline(
     LoopConfig.from_settings(stage_settings(config, "distill"))  # loss weights refused before any stage runs
     _check_augment(config)
     out = Path(config.out)
+    known = Path(config.teacher["dir"]) if config.teacher.get("dir") else out / "teacher"
+    ladder.check_ladder(config.bundles, stage_settings(config, "distill"), _teacher_config(known))
     out.mkdir(parents=True, exist_ok=True)
     state_path = out / STATE_NAME
     state = json.loads(state_path.read_text()) if state_path.is_file() else {}
@@ -232,9 +245,10 @@ def run_pipeline(
             "augment", train, data_fp, lambda: log(format_details(_augment(config, teacher_dir, augment_dir, progress)))
         )
 
-    # 2. label: the teacher layers the distill losses need
+    # 2. label: the teacher layers the distill losses need (of [distill]'s student and the int4 student's)
     ds = stage_settings(config, "distill")
-    hidden_layers, attention_layers = _layers_needed(teacher_dir, ds)
+    ladder.check_ladder(config.bundles, ds, _teacher_config(teacher_dir))
+    hidden_layers, attention_layers = _layers_needed(teacher_dir, ds, int4="int4" in config.bundles)
     targets_dir = out / "targets"
     lb = config.label
     label_fp = fingerprint("label", lb, teacher_fp, data_fp, hidden_layers, attention_layers)
@@ -261,76 +275,58 @@ def run_pipeline(
 
     stage("label", targets_dir, label_fp, label)
 
-    # 3. distill
+    # 3. distill: [distill]'s student (the fp16 bundle's; int8 splits it)
     student_dir = out / "student"
     distill_fp = fingerprint("distill", ds, label_fp)
+    inputs = ladder.Inputs(
+        teacher=teacher_dir,
+        targets=targets_dir,
+        train=train,
+        dev=config.dev,
+        workspace=out,
+        distill=ds,
+        export=stage_settings(config, "export"),
+        text_column=text_column,
+        label_column=label_column,
+        progress=progress,
+    )
+    if {"fp16", "int8"} & set(config.bundles):
+        stage("distill", student_dir, distill_fp, lambda: ladder.distill_student(inputs, student_dir))
 
-    def distill():
-        def attempt(restart: bool):
-            run_distill(
-                teacher=teacher_dir,
-                train=train,
-                dev=config.dev,
-                targets=targets_dir,
-                out=student_dir,
-                loop=LoopConfig.from_settings(ds),
-                **ds.kwargs(
-                    "student",
-                    "init",
-                    "vocab",
-                    "vocab_extra",
-                    "freeze_embeddings",
-                    "embedding_size",
-                    "quantize",
-                    "block_size",
-                    "layer_map",
-                    "max_length",
-                    "dev_fraction",
-                    "device",
-                ),
-                text_column=text_column,
-                label_column=label_column,
-                force=True,
-                restart=restart,
-                progress=progress,
-            )
+    # 4. the bundle ladder: each kind's steps (distillations, then its export) as stages of their own
+    rungs = [ladder.rung(kind, student_width=_width(student_dir)) for kind in config.bundles]
+    export_fp = fingerprint(inputs.export)
+    for rung in rungs:
+        upstream = distill_fp
+        for step in rung.steps:
+            settings = export_fp if step.name.endswith("export") else fingerprint(ds)
+            upstream = fingerprint(step.name, step.recipe, settings, upstream, label_fp)
+            output = out / step.output
+            stage(step.name, output, upstream, lambda step=step, output=output: step.run(inputs, output))
 
-        try:
-            attempt(restart=False)  # resumes an interrupted run of this very setup
-        except WorkMismatch:  # an interrupted run of older settings: discard it
-            attempt(restart=True)
-
-    stage("distill", student_dir, distill_fp, distill)
-
-    # 4. export
-    e = config.export
-    bundle_dir = out / "bundle"
-    export_fp = fingerprint("export", e, distill_fp)
-
-    def export():
-        export_bundle(
-            student_dir=student_dir,
-            out_dir=bundle_dir,
-            force=True,
-            progress=progress,
-            **stage_settings(config, "export").kwargs(),
-        )
-
-    stage("export", bundle_dir, export_fp, export)
-
-    # 5. check (always re-run: it is the verdict of the report)
-    check_report = None
+    # 5. check every bundle (always re-run: it is the verdict of the report)
+    checks = {}
     if config.check.get("enabled", True):
         start = time.perf_counter()
-        log("[check] verifying the bundle")
-        check_report = check_bundle(bundle_dir, student_dir=student_dir)
-        outcomes.append(StageOutcome("check", "ran", time.perf_counter() - start, str(bundle_dir)))
+        for rung in rungs:
+            log(f"[check] verifying {out / rung.bundle}")
+            checks[rung.kind] = check_bundle(out / rung.bundle, student_dir=out / rung.student)
+        outcomes.append(StageOutcome("check", "ran", time.perf_counter() - start, str(out)))
 
-    report = final_report(config, teacher_dir, student_dir, bundle_dir, check_report, outcomes)
+    report = final_report(config, teacher_dir, rungs, checks, outcomes)
     if config.augment:
         report["augment"] = _augment_summary(out / "augment" / "synthetic.jsonl")
     atomic_write_json(out / "report.json", report)
     return report
+
+
+def _teacher_config(teacher_dir: Path):
+    """The teacher's shape when it is known before training (a given or finished teacher), else None."""
+    return load_config(teacher_dir) if (teacher_dir / "config.json").is_file() else None
+
+
+def _width(student_dir: Path) -> int | None:
+    return load_config(student_dir).hidden_size if (student_dir / "config.json").is_file() else None
 
 
 def _check_augment(config: PipelineConfig) -> None:
@@ -384,35 +380,47 @@ def _augment_summary(synthetic: Path) -> dict:
     return {"file": str(synthetic), "llm": manifest["setup"]["llm"], "kept": kept, "complete": manifest["complete"]}
 
 
-def _layers_needed(teacher_dir: Path, d: DistillSettings) -> tuple[list[int], list[int]]:
-    """Hidden/attention layers of the teacher the student's losses read (cache keys)."""
+def _layers_needed(teacher_dir: Path, d: DistillSettings, *, int4: bool) -> tuple[list[int], list[int]]:
+    """Hidden/attention layers of the teacher the students' losses read (cache keys): [distill]'s
+    student's, and the int4 student's (4 layers, a uniform map) when the ladder makes one."""
     weights = {k: getattr(d, f"{k}_weight") for k in ("hidden", "attention", "embedding")}
     on = {k for k, w in weights.items() if any(float(x) > 0 for x in w.split(":"))}
     if not on or not (teacher_dir / "config.json").is_file():
         return [], []
     teacher = load_config(teacher_dir)
-    student, _ = student_config(d.student, teacher)
-    mapping = parse_layer_map(d.layer_map, student.num_hidden_layers, teacher.num_hidden_layers)
-    hidden = sorted({j + 1 for j in mapping.values()} if "hidden" in on else set()) + ([0] if "embedding" in on else [])
-    attention = sorted({j + 1 for j in mapping.values()}) if "attention" in on else []
-    return sorted(set(hidden)), attention
+    maps = []
+    if d.student != "static":
+        student, _ = student_config(d.student, teacher)
+        maps.append(parse_layer_map(d.layer_map, student.num_hidden_layers, teacher.num_hidden_layers))
+    if int4:
+        layers = ladder.int4_shape(teacher)["num_hidden_layers"]
+        maps.append(parse_layer_map(None, layers, teacher.num_hidden_layers))
+    mapped = {j + 1 for mapping in maps for j in mapping.values()}
+    hidden = (mapped if "hidden" in on else set()) | ({0} if "embedding" in on else set())
+    return sorted(hidden), sorted(mapped) if "attention" in on else []
 
 
 def final_report(
     config: PipelineConfig,
     teacher_dir: Path,
-    student_dir: Path,
-    bundle_dir: Path,
-    check_report,
+    rungs: list[ladder.Rung],
+    checks: dict,
     outcomes: list[StageOutcome],
 ) -> dict:
-    """Teacher and student accuracy on dev/test, retained %, size and speed ratios, bundle, verdict."""
+    """Teacher and students' accuracy on dev/test, each bundle's row of the table, the bundle to ship, verdict.
+
+    "student", "retained", "parameters", "speedup" and "bundle" describe the ladder's first bundle (the
+    fp16 one by default); "bundles" has every bundle's row and "recommended" names the one to ship."""
+    out = Path(config.out)
+    first = rungs[0]
+    student_dir, bundle_dir = out / first.student, out / first.bundle
     student_manifest = json.loads((student_dir / "mlx_edge_manifest.json").read_text())
     distill_report = student_manifest["report"]
     max_length = student_manifest["max_length"]
     splits = {"dev": config.dev, "test": config.test}
     scores: dict[str, dict[str, float]] = {}
     by_language: dict[str, dict[str, dict[str, float]]] = {}
+    per_bundle: dict[str, dict[str, float]] = {r.kind: {} for r in rungs}
     dev_rows = None
     for split, path in splits.items():
         if path is None:
@@ -420,17 +428,32 @@ def final_report(
         data = read_labeled(path, text_column=config.text_column, label_column=config.label_column)
         languages = np.array([language_of(t) for t in data.texts])
         scores[split], by_language[split] = {}, {}
-        for who, directory in (("teacher", teacher_dir), ("student", student_dir)):
+        who_dirs = [("teacher", teacher_dir), ("student", student_dir)]
+        who_dirs += [(r.kind, out / r.student) for r in rungs[1:]]
+        for who, directory in who_dirs:
             probs = predict_texts(directory, data.texts, max_length=max_length, device=config.device)
             labels = LabelMap(list(probs[0]))
             predicted = labels.encode([max(p, key=p.get) for p in probs])
             right = predicted == labels.encode(data.labels)
+            if who != "teacher":
+                per_bundle[first.kind if who == "student" else who][split] = float(right.mean())
+            if who not in ("teacher", "student"):
+                continue
             scores[split][who] = float(right.mean())
             if split == "dev" and who == "teacher":
                 dev_rows = (data.texts, labels.encode(data.labels), predicted)
             for language in sorted(set(languages)):
                 entry = by_language[split].setdefault(language, {"examples": int((languages == language).sum())})
                 entry[who] = float(right[languages == language].mean())
+    bundles = []
+    for r in rungs:
+        row = {"bundle": r.kind, "path": str(out / r.bundle), "student": str(out / r.student)}
+        if dev_rows is not None:
+            row.update(bundle_row(out / r.student, out / r.bundle, *dev_rows).to_dict())
+        row["accuracy"] = per_bundle[r.kind]
+        row["check"] = None if r.kind not in checks else checks[r.kind].ok
+        bundles.append(row)
+    failed = [f"{kind}: {c.name}" for kind, report in checks.items() for c in report.failed]
     files = {p.name: disk_bytes(p) for p in sorted(bundle_dir.iterdir())} if bundle_dir.is_dir() else {}
     return {
         "stages": [asdict(o) for o in outcomes],
@@ -444,20 +467,35 @@ def final_report(
         "size_ratio": distill_report["teacher_parameters"] / distill_report["student_parameters"],
         "speedup": distill_report["speedup"],
         "bundle": {"path": str(bundle_dir), "files": files},
-        # kind x precision -> size, accuracy, agreement, latency (issue 16's table; this bundle's row)
-        "bundle_table": [bundle_row(student_dir, bundle_dir, *dev_rows).to_dict()]
-        if dev_rows is not None and (bundle_dir / "manifest.json").is_file()
-        else [],
-        "check": None
-        if check_report is None
-        else {"ok": check_report.ok, "failed": [r.name for r in check_report.failed]},
+        "bundles": bundles,
+        "recommended": recommend(bundles),
+        # kind x precision -> size, accuracy, agreement, latency (issue 16's table; one row per bundle)
+        "bundle_table": [
+            {k: row[k] for k in BundleRow.__dataclass_fields__} for row in bundles if "dev_accuracy" in row
+        ],
+        "check": None if not checks else {"ok": not failed, "failed": failed},
     }
 
 
+RECOMMEND_WITHIN = 0.01  # the smallest bundle within 1 point of the best dev accuracy
+
+
+def recommend(bundles: list[dict]) -> str | None:
+    """The bundle to ship: the smallest that passed its check and is within 1 point of the best dev accuracy."""
+    scored = [b for b in bundles if "dev_accuracy" in b and b.get("check") is not False]
+    if not scored:
+        return None
+    best = max(b["dev_accuracy"] for b in scored)
+    near = [b for b in scored if b["dev_accuracy"] >= best - RECOMMEND_WITHIN - 1e-9]
+    return min(near, key=lambda b: b["bundle_bytes"])["bundle"]
+
+
 def format_report(report: dict) -> str:
-    lines = ["stage      status                 seconds  output"]
+    lines = ["stage           status                 seconds  output"]
     for s in report["stages"]:
-        lines.append(f"{s['name']:<10} {s['status']:<22} {s['seconds']:>7.0f}  {s['output']}")
+        lines.append(f"{s['name']:<15} {s['status']:<22} {s['seconds']:>7.0f}  {s['output']}")
+    total = sum(s["seconds"] for s in report["stages"])
+    lines.append(f"{'total':<15} {'':<22} {total:>7.0f}  ({total / 60:.1f} min)")
     for split, s in report["accuracy"].items():
         lines.append(
             f"{split:<5} accuracy: teacher {s['teacher']:.1%}, student {s['student']:.1%}"
@@ -474,12 +512,44 @@ def format_report(report: dict) -> str:
         f"size: teacher {p['teacher'] / 1e6:.1f}M parameters, student {p['student'] / 1e6:.1f}M"
         f" ({report['size_ratio']:.1f}x smaller); student {report['speedup']:.1f}x faster on the same backend"
     )
-    files = ", ".join(f"{name} ({size / 1e6:.1f} MB)" for name, size in report["bundle"]["files"].items())
-    lines.append(f"bundle {report['bundle']['path']}: {files}")
-    if report.get("bundle_table"):
-        lines.append("per sentence on this CPU, batch 1 at the bundle's input length (CoreML's own: on a Mac):")
-        lines.append(format_rows([BundleRow(**row) for row in report["bundle_table"]]))
+    lines.extend(format_bundles(report))
     if report["check"] is not None:
         verdict = "PASSED" if report["check"]["ok"] else f"FAILED ({', '.join(report['check']['failed'])})"
         lines.append(f"check: {verdict}")
     return "\n".join(lines)
+
+
+def format_bundles(report: dict) -> list[str]:
+    """The bundle table: kind, precision, MB, dev/test accuracy, % of the teacher, agreement, latency, check."""
+    bundles = [b for b in report.get("bundles", []) if "dev_accuracy" in b]
+    if not bundles:
+        files = ", ".join(f"{name} ({size / 1e6:.1f} MB)" for name, size in report["bundle"]["files"].items())
+        return [f"bundle {report['bundle']['path']}: {files}"]
+    header = ["bundle", "student", "precision", "MB", "dev", "test", "% teacher", "agreement", "ms", "check", "path"]
+    cells = []
+    for b in bundles:
+        test = b["accuracy"].get("test")
+        cells.append([
+            b["bundle"] + (" *" if b["bundle"] == report.get("recommended") else ""),
+            b["kind"],
+            b["precision"],
+            f"{b['bundle_bytes'] / 1e6:.2f}",
+            f"{b['dev_accuracy']:.1%}",
+            "-" if test is None else f"{test:.1%}",
+            f"{b['retained']:.1%}",
+            f"{b['agreement']:.1%}",
+            f"{b['mirror_ms']:.2f}",
+            {True: "PASSED", False: "FAILED", None: "-"}[b["check"]],
+            b["path"],
+        ])  # fmt: skip
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in [header, *cells]]
+    lines.append(
+        "% teacher: dev accuracy over the teacher's; ms: per sentence, batch 1, the exported program's PyTorch "
+        "mirror on this CPU (CoreML's own: on a Mac)"
+    )
+    if report.get("recommended"):
+        lines.append(
+            f"recommended: {report['recommended']} (*), the smallest bundle within 1 point of the best dev accuracy"
+        )
+    return lines

@@ -131,9 +131,9 @@ class TeacherTrainSettings(StageSettings):
     }
 
     epochs: int = 3
-    batch_size: int = 16
-    learning_rate: float = 3e-5
-    max_length: int = 128
+    batch_size: int = 32
+    learning_rate: float = 5e-5
+    max_length: int | None = None  # None: the smallest of AUTO_LENGTHS that holds 99% of the training texts
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
     grad_accum: int = 1
@@ -183,23 +183,25 @@ class DistillSettings(StageSettings):
         "dev_fraction": DEV_FRACTION,
     }
     CHOICES = {
+        "init": ("auto", "teacher", "embeddings", "random"),
         "vocab": ("auto", "seen", "seen+chars", "seen+script", "all"),
         "attention_loss": ("mse", "kl"),
     }
 
     student: str = "tiny"
-    init: str = "random"
+    init: str = "auto"  # auto: cut from the teacher when its shape allows (heads, widths), else embeddings
     vocab: str = "auto"  # auto: seen+script for a new student, the student's own when continuing one
-    vocab_extra: int = 0  # the teacher's most likely pieces kept beyond the vocab mode's (Unigram only)
+    vocab_extra: int | None = None  # the teacher's likeliest pieces kept beyond the vocab mode's;
+    # None: NEW_STUDENT_VOCAB_EXTRA for a new student, none for one continued (it keeps its own vocabulary)
     freeze_embeddings: bool = False  # the word-embedding table stays as initialized
     embedding_size: int | None = None  # factorize the word embeddings to this width (distill/factorize.py)
     quantize: str | None = None  # "int8" / "int4": quantization-aware distillation (distill/quant.py)
     block_size: int = 32  # weights per scale with quantize (an MLX group size: 32, 64, 128)
     layer_map: str | None = None
     max_length: int | None = None  # None: the targets cache's, else the teacher's
-    epochs: int = 5
+    epochs: int = 10
     batch_size: int = 32
-    learning_rate: float = 1e-4
+    learning_rate: float = 2e-4
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
     grad_accum: int = 1
@@ -207,8 +209,8 @@ class DistillSettings(StageSettings):
     temperature: float = 2.0
     kd_weight: str = "1.0"  # W, or START:END (linear over the run)
     ce_weight: str = "0.1"
-    hidden_weight: str = "0"
-    attention_weight: str = "0"
+    hidden_weight: str = "1"
+    attention_weight: str = "1"
     embedding_weight: str = "0"
     attention_loss: str = "mse"
     two_stage: int = 0
@@ -358,6 +360,41 @@ class BenchSettings(StageSettings):
     seed: int = 0
 
 
+# Token limits `max_length = None` (auto) chooses from: the smallest that holds 99% of the training texts
+# (the demo's to-do texts: 64; the bundle's input length follows the teacher's).
+AUTO_LENGTHS = (64, 128, 256, 512)
+# Extra pieces a new student keeps beyond the data's own (docs/distill.md "Vocabulary pruning").
+NEW_STUDENT_VOCAB_EXTRA = 4000
+# The bundles `mlx-edge run` / `demo` / serve can make, in the order of the ladder (mlx_edge/ladder.py).
+BUNDLE_KINDS = ("fp16", "int8", "int4", "static")
+
+
+@dataclass(frozen=True)
+class PipelineSettings(StageSettings):
+    """`mlx-edge run` / `demo` / [pipeline]: the workspace, and the bundles to make."""
+
+    out: str = "mlx-edge-run"  # the workspace, relative to the config
+    device: str = "auto"
+    seed: int = 0
+    bundles: tuple[str, ...] = BUNDLE_KINDS  # each its own stages: see docs/pipeline.md "The bundle ladder"
+
+    def __post_init__(self):
+        super().__post_init__()
+        for kind in self.bundles:
+            if kind not in BUNDLE_KINDS:
+                close = difflib.get_close_matches(str(kind), BUNDLE_KINDS, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise _BadValue(
+                    f"bundles = {list(self.bundles)!r}",
+                    f"names {kind!r}, which is not a bundle kind",
+                    f"{hint}use any of {', '.join(BUNDLE_KINDS)}",
+                )
+        if not self.bundles:
+            raise _BadValue("bundles = []", "makes no bundle", f"use any of {', '.join(BUNDLE_KINDS)}")
+        if len(set(self.bundles)) != len(self.bundles):
+            raise _BadValue(f"bundles = {list(self.bundles)!r}", "names a kind twice", "list each once")
+
+
 # `mlx-edge demo`'s teacher: a built-in name (models/builtin.py); all-minilm-l6-v2 also works offline.
 DEMO_TEACHER = "multilingual-e5-small"
 
@@ -370,3 +407,4 @@ TEACHER, LABEL, DISTILL, EXPORT, AUGMENT, BENCH = (
     BenchSettings(),
 )
 ADAPT = AdaptSettings()
+PIPELINE = PipelineSettings()

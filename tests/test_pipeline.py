@@ -14,7 +14,7 @@ from tests.helpers.cli import assert_one_line_error
 MICRO_STUDENT = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 48}
 
 
-def write_config(tmp_path: Path, base_dir: Path, toy_data, **distill) -> Path:
+def write_config(tmp_path: Path, base_dir: Path, toy_data, bundles=("fp16",), **distill) -> Path:
     (tmp_path / "student.json").write_text(json.dumps(MICRO_STUDENT))
     distill_section = {
         "student": str(tmp_path / "student.json"),
@@ -29,6 +29,7 @@ def write_config(tmp_path: Path, base_dir: Path, toy_data, **distill) -> Path:
         [
             "[pipeline]",
             f'out = "{tmp_path / "work"}"',
+            f"bundles = {json.dumps(list(bundles))}",
             "",
             "[data]",
             f'train = "{toy_data[0]}"',

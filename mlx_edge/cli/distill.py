@@ -17,7 +17,7 @@ from mlx_edge.cli.options import (
     with_columns,
 )
 from mlx_edge.distill.static_settings import STATIC
-from mlx_edge.settings import DISTILL, DistillSettings
+from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
 
 
 @click.command()
@@ -61,10 +61,11 @@ from mlx_edge.settings import DISTILL, DistillSettings
 )
 @click.option(
     "--init",
-    type=click.Choice(["random", "embeddings", "teacher"]),
+    type=click.Choice(["auto", "teacher", "embeddings", "random"]),
     default=DISTILL.init,
     show_default=True,
-    help="random; embeddings: the teacher's word embeddings (PCA to a narrower student's width), the rest "
+    help="auto: teacher when the student's shape allows it (the teacher's head count, no wider parts), "
+    "else embeddings; random; embeddings: the teacher's word embeddings (PCA to a narrower student's width), the rest "
     "random; teacher: embeddings and a subset of teacher layers, cut to a narrower student's widths by "
     "activation on the training data (its head count must match).",
 )
@@ -81,9 +82,9 @@ from mlx_edge.settings import DISTILL, DistillSettings
     "--vocab-extra",
     type=click.IntRange(0),
     default=DISTILL.vocab_extra,
-    show_default=True,
     help="Also keep this many of the teacher's most likely pieces (Unigram scores) in the data's scripts, "
-    "so words the training data never showed keep their own embedding; each costs one row of the student's width.",
+    "so words the training data never showed keep their own embedding; each costs one row of the student's width. "
+    f"Default: {NEW_STUDENT_VOCAB_EXTRA} for a new student, none for one continued (it keeps its vocabulary).",
 )
 @click.option(
     "--freeze-embeddings",

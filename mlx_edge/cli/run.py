@@ -8,7 +8,18 @@ import click
 
 from mlx_edge.cli.options import device_option, echo_err
 from mlx_edge.errors import CHECK_FAILED
-from mlx_edge.settings import DEMO_TEACHER
+from mlx_edge.settings import BUNDLE_KINDS, DEMO_TEACHER, DISTILL, PIPELINE, TEACHER
+
+
+def bundle_list(ctx, param, value) -> tuple[str, ...]:
+    """A click callback: "fp16,int4" -> ("fp16", "int4"), each a bundle kind."""
+    kinds = tuple(v.strip() for v in value.split(",") if v.strip())
+    for kind in kinds:
+        if kind not in BUNDLE_KINDS:
+            raise click.BadParameter(f"{kind!r} is not a bundle kind: use any of {', '.join(BUNDLE_KINDS)}")
+    if not kinds:
+        raise click.BadParameter(f"name at least one bundle kind: {', '.join(BUNDLE_KINDS)}")
+    return kinds
 
 
 def _run(config, quiet: bool) -> None:
@@ -24,7 +35,7 @@ def _run(config, quiet: bool) -> None:
 @click.argument("config_path", metavar="CONFIG.toml", type=click.Path(path_type=Path))
 @click.option("--quiet", is_flag=True, help="No progress output; print only the final report.")
 def run(config_path, quiet):
-    """Run the whole pipeline from a config file: teacher → (augment) → label → distill → export → check.
+    """Run the whole pipeline from a config file: teacher → (augment) → label → distill → bundles → check.
 
     Stages whose outputs are up to date (settings and input hashes unchanged) are skipped; an
     interrupted stage resumes. examples/pipeline.toml documents every option with its default.
@@ -58,9 +69,23 @@ def run(config_path, quiet):
     "--limit", type=click.IntRange(20), default=None, help="Use a seeded sample of this many lines per split."
 )
 @click.option(
-    "--teacher-epochs", type=click.IntRange(1), default=3, show_default=True, help="Teacher fine-tuning epochs."
+    "--teacher-epochs",
+    type=click.IntRange(1),
+    default=TEACHER.epochs,
+    show_default=True,
+    help="Teacher fine-tuning epochs.",
 )
-@click.option("--distill-epochs", type=click.IntRange(1), default=10, show_default=True, help="Distillation epochs.")
+@click.option(
+    "--distill-epochs", type=click.IntRange(1), default=DISTILL.epochs, show_default=True, help="Distillation epochs."
+)
+@click.option(
+    "--bundles",
+    default=",".join(PIPELINE.bundles),
+    show_default=True,
+    callback=bundle_list,
+    help="The bundles to make, comma-separated, from fp16, int8, int4, static (each checked; the report "
+    "recommends one).",
+)
 @click.option(
     "--augment",
     "augment_per_class",
@@ -78,13 +103,15 @@ def run(config_path, quiet):
 )
 @device_option
 @click.option("--quiet", is_flag=True, help="No progress output; print only the final report.")
-def demo(out, teacher_dir, limit, teacher_epochs, distill_epochs, augment_per_class, augment_llm, device, quiet):
+def demo(
+    out, teacher_dir, limit, teacher_epochs, distill_epochs, bundles, augment_per_class, augment_llm, device, quiet
+):
     """The whole pipeline, offline, on the dataset mlx-edge ships.
 
     Fine-tunes the multilingual-e5-small teacher (built in: Chinese and English) on the to-do
     set, distills a 4-layer student with a pruned vocabulary (soft labels, hidden states,
-    attention), exports the CoreML bundle with its updatable head, checks it, and reports teacher
-    vs student. Re-running skips finished stages; an interrupted run resumes.
+    attention), makes the bundle ladder (fp16, int8, int4 and static CoreML bundles with an
+    updatable head), checks each, and reports the table and the bundle to ship. Re-running skips finished stages; an interrupted run resumes.
 
     \b
     Examples:
@@ -102,6 +129,7 @@ def demo(out, teacher_dir, limit, teacher_epochs, distill_epochs, augment_per_cl
             device=device,
             teacher_epochs=teacher_epochs,
             distill_epochs=distill_epochs,
+            bundles=bundles,
             augment=augment_per_class,
             augment_llm=augment_llm,
         ),

@@ -22,7 +22,7 @@ from mlx_edge.distill.factorize import piece_weights, with_embedding_size
 from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
 from mlx_edge.distill.providers import cache_targets, live_targets, to_teacher_ids
 from mlx_edge.distill.quant import fake_quantize_model, student_spec, to_quantized
-from mlx_edge.distill.shrink import ShrinkPlan, plan_shrink, selection_matrix
+from mlx_edge.distill.shrink import ShrinkPlan, check_shrinkable, plan_shrink, selection_matrix
 from mlx_edge.distill.step import Trainable
 from mlx_edge.distill.student import init_student, parse_layer_map, student_config
 from mlx_edge.errors import DataError, DistillError, MlxEdgeWarning, TargetsError, WorkMismatch
@@ -36,7 +36,7 @@ from mlx_edge.models.quantized import parameter_count
 from mlx_edge.models.tokenizer import load_tokenizer, unknown_share, warn_unknown
 from mlx_edge.runtime.cpu_streams import resolve_shards
 from mlx_edge.runtime.devices import mlx_device
-from mlx_edge.settings import DISTILL
+from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA
 from mlx_edge.targets import TargetsCache
 from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, head_labels, tokenizer_hash
 
@@ -77,7 +77,7 @@ def distill(
     student: str = DISTILL.student,
     init: str = DISTILL.init,
     vocab: str = DISTILL.vocab,
-    vocab_extra: int = DISTILL.vocab_extra,
+    vocab_extra: int | None = DISTILL.vocab_extra,
     freeze_embeddings: bool = DISTILL.freeze_embeddings,
     embedding_size: int | None = DISTILL.embedding_size,
     quantize: str | None = DISTILL.quantize,
@@ -155,6 +155,8 @@ def distill(
     if embedding_size is not None:
         config = with_embedding_size(config, embedding_size, source)
     quant = student_spec(quantize, block_size, config, continuing=source is not None)
+    if vocab_extra is None:  # a continued student keeps its own vocabulary
+        vocab_extra = NEW_STUDENT_VOCAB_EXTRA if source is None else 0
     plan = _vocab_plan(vocab, teacher, source, train_data.texts, vocab_extra)
     if plan is not None:
         config = replace(config, vocab_size=len(plan.keep), pad_token_id=int(plan.remap[config.pad_token_id]))
@@ -166,6 +168,8 @@ def distill(
         else live_targets(teacher_model, mapping, terms_on, resolve_shards(loop.cpu_shards, loop.batch_size))
     )
 
+    if init == "auto":  # cut from the teacher when its shape allows, else its embeddings
+        init = "teacher" if _cuttable(config, teacher_model.config) else "embeddings"
     shrink = None
     if init == "teacher" and source is None and _narrower(config, teacher_model.config):
         shrink = _plan_shrink(teacher_model, config, init_layers or list(mapping.values()), train_ids, tokenizer.pad_id)
@@ -285,6 +289,17 @@ def _check_teacher_knows(data, labels: list[str], split: str) -> None:
             f"{split} file {data.source} has labels the teacher was not trained on: {', '.join(unknown)}",
             f"the teacher knows {', '.join(labels)}: fine-tune a teacher on this label set",
         )
+
+
+def _cuttable(student, teacher) -> bool:
+    """Whether `--init teacher` can make this student: the teacher's own shape, or one cut from it."""
+    if not _narrower(student, teacher):
+        return student.num_attention_heads == teacher.num_attention_heads
+    try:
+        check_shrinkable(student, teacher)
+    except DistillError:
+        return False
+    return True
 
 
 def _narrower(student, teacher) -> bool:

@@ -31,7 +31,7 @@ from mlx_edge.models.tokenizer import unknown_share, warn_unknown
 from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.devices import torch_placement
 from mlx_edge.runtime.distributed import init_ranks
-from mlx_edge.settings import TEACHER, TeacherTrainSettings
+from mlx_edge.settings import AUTO_LENGTHS, TEACHER, TeacherTrainSettings
 from mlx_edge.teacher.source import is_local, load_for_training, transformers_progress
 
 METRICS_NAME = "metrics.jsonl"
@@ -49,6 +49,13 @@ class TeacherTrainResult:
     world_size: int
 
 
+def auto_max_length(tokenizer, texts) -> int:
+    """The smallest of AUTO_LENGTHS that holds 99% of `texts` whole (the bundle's input length follows it)."""
+    lengths = [len(ids) for ids in tokenizer(list(texts), truncation=True, max_length=AUTO_LENGTHS[-1])["input_ids"]]
+    needed = float(np.percentile(lengths, 99)) if lengths else 0.0
+    return next((n for n in AUTO_LENGTHS if n >= needed), AUTO_LENGTHS[-1])
+
+
 def train_teacher(
     *,
     model: str,
@@ -58,7 +65,7 @@ def train_teacher(
     epochs: int = TEACHER.epochs,
     batch_size: int = TEACHER.batch_size,
     learning_rate: float = TEACHER.learning_rate,
-    max_length: int = TEACHER.max_length,
+    max_length: int | None = TEACHER.max_length,
     warmup_ratio: float = TEACHER.warmup_ratio,
     weight_decay: float = TEACHER.weight_decay,
     grad_accum: int = TEACHER.grad_accum,
@@ -109,6 +116,8 @@ def train_teacher(
     net, tokenizer = load_for_training(
         model, label_map.labels, trust_remote_code=trust_remote_code, progress=progress and dist.main
     )
+    if max_length is None:
+        max_length = auto_max_length(tokenizer, train_data.texts)
     max_length = min(max_length, getattr(net.config, "max_position_embeddings", max_length))
     if freeze_embeddings:  # AdamW over a 250k x 384 table costs more than the rest of a step
         net.get_input_embeddings().weight.requires_grad_(False)

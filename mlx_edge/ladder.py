@@ -1,0 +1,282 @@
+"""The bundle ladder: fp16, int8, int4 and static bundles from one teacher and its targets cache.
+
+Each kind is a short list of steps (`steps(kind)`), each a distillation or an export into its own
+workspace directory; `mlx-edge run` runs them as stages (skipped when up to date, resumed when
+interrupted) and checks every bundle. The recipes are the ones measured in docs/quantization.md and
+docs/distill.md, on the demo's teacher; they are derived from the teacher's and the student's shapes
+so that any BERT-family teacher gets the same kind of bundle:
+
+- fp16: the distilled student (the [distill] settings), exported with the [export] settings.
+- int8: that student's word table split to 160 wide (a frequency-weighted SVD), fine-tuned 3 epochs at
+  1e-5 on soft and hard labels, exported int8 in blocks of at most 64 weights. No quantization-aware
+  training is needed at int8.
+- int4: a student of its own, as wide as both MLX's groups of 32 and the teacher's heads divide (288 for
+  a 12-head teacher of 384 or more), cut from the teacher and distilled with the [distill] settings;
+  its table split to 160 and fine-tuned as above; then 3 epochs of quantization-aware fine-tuning at
+  1e-5 in blocks of 32 (attention maps kept, hidden states not: the continued student's projection
+  would start from random); its int4 codes go into the program as they are.
+- static: a token table from the teacher's embeddings, mean-pooled (distill/static.py's defaults).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from mlx_edge.distill.api import distill
+from mlx_edge.distill.config import LoopConfig, Schedule
+from mlx_edge.distill.static import distill_static
+from mlx_edge.distill.static_settings import STATIC
+from mlx_edge.errors import ConfigError, WorkMismatch
+from mlx_edge.export import export_bundle
+from mlx_edge.fileio import atomic_write_json
+from mlx_edge.models.bert import BertConfig
+from mlx_edge.models.checkpoint import load_config
+from mlx_edge.settings import BUNDLE_KINDS, DistillSettings, ExportSettings
+
+SPLIT_WIDTH = 160  # the word table's width after the split (int8 and int4)
+SPLIT = {"epochs": 3, "learning_rate": 1e-5}  # the brief fine-tune after a split (KD + CE)
+INT8_BLOCK = 64  # int8: at most this many weights per scale (export's block size is an upper bound)
+INT4_BLOCK = 32  # int4: MLX's group size, which must divide the student's widths
+INT4_WIDTH, INT4_FFN, INT4_LAYERS = 288, 1536, 4  # the measured int4 student: 4 x 288, the teacher's FFN
+QAT = {"epochs": 3, "learning_rate": 1e-5}  # int4's quantization-aware fine-tune
+QUANTIZED_TARGET = "iOS18"  # block-wise codes need iOS 18's constexpr ops
+
+
+@dataclass
+class Inputs:
+    """What every step reads: the teacher, its targets cache, the data, the stage settings."""
+
+    teacher: Path
+    targets: Path
+    train: Path
+    dev: Path | None
+    workspace: Path
+    distill: DistillSettings
+    export: ExportSettings
+    text_column: str | None = None
+    label_column: str | None = None
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str  # the stage's name in pipeline.json and the report, e.g. "int4 qat"
+    output: str  # its directory in the workspace
+    recipe: dict  # what it does beyond the stage settings (part of its fingerprint)
+    run: Callable[[Inputs, Path], None]  # (inputs, output directory)
+
+
+@dataclass(frozen=True)
+class Rung:
+    kind: str
+    steps: tuple[Step, ...]
+    student: str  # the directory of the student the bundle holds
+    bundle: str  # the bundle's directory
+
+
+def int4_shape(teacher: BertConfig) -> dict:
+    """The int4 student's config: the widest cut of the teacher (<= 288) that MLX's groups of 32 and the
+    teacher's heads both divide, its FFN (<= 1536, a multiple of 32), 4 layers (at most the teacher's)."""
+    step = math.lcm(INT4_BLOCK, teacher.num_attention_heads)
+    width = min(INT4_WIDTH, teacher.hidden_size) // step * step
+    ffn = min(INT4_FFN, teacher.intermediate_size) // INT4_BLOCK * INT4_BLOCK
+    if width == 0 or ffn == 0:
+        raise ConfigError(
+            f"bundles: int4 needs a student cut from the teacher whose widths {INT4_BLOCK} and the teacher's "
+            f"{teacher.num_attention_heads} heads divide, and a teacher {teacher.hidden_size} wide "
+            f"(FFN {teacher.intermediate_size}) has none",
+            "drop int4 from [pipeline] bundles",
+        )
+    return {
+        "num_hidden_layers": min(INT4_LAYERS, teacher.num_hidden_layers),
+        "hidden_size": width,
+        "num_attention_heads": teacher.num_attention_heads,
+        "intermediate_size": ffn,
+        "hidden_act": teacher.hidden_act,
+    }
+
+
+def check_ladder(bundles: tuple[str, ...], distill_settings: DistillSettings, teacher: BertConfig | None) -> None:
+    """Refuse, before any work, a ladder entry this setup cannot make (ConfigError, one line)."""
+    for kind in bundles:
+        if kind not in BUNDLE_KINDS:
+            raise ConfigError(f"bundles: {kind!r} is not a bundle kind", f"use any of {', '.join(BUNDLE_KINDS)}")
+    layered = {"fp16", "int8"} & set(bundles)
+    if distill_settings.student == "static" and layered:
+        raise ConfigError(
+            f'bundles: {sorted(layered)[0]} is made from [distill]\'s student, and student = "static" has no layers',
+            'the static bundle is a kind of its own: write bundles = ["static"] and leave [distill] student as is',
+        )
+    if "int8" in bundles and distill_settings.quantize:
+        raise ConfigError(
+            f"bundles: int8 splits [distill]'s student, which is trained quantized (quantize = "
+            f'"{distill_settings.quantize}")',
+            "drop quantize from [distill]: the int8 and int4 kinds quantize their own students",
+        )
+    if "int4" in bundles and teacher is not None:
+        int4_shape(teacher)
+
+
+def split_width(hidden_size: int) -> int:
+    return min(SPLIT_WIDTH, max(1, hidden_size // 2))
+
+
+def rung(kind: str, *, student_width: int | None = None) -> Rung:
+    """The steps that make bundle `kind` (`student_width`: [distill]'s student's, for the int8 split)."""
+    if kind == "fp16":
+        return Rung(kind, (Step("export", "bundle", {}, _export_float),), "student", "bundle")
+    if kind == "int8":
+        width = split_width(student_width or SPLIT_WIDTH * 2)
+        split = {"embedding_size": width, **SPLIT}
+        export = {"quantize": "int8-block", "block_size": INT8_BLOCK, "min_target": QUANTIZED_TARGET}
+        return Rung(
+            kind,
+            (
+                Step("int8 split", "student-int8", split, lambda i, o: _split(i, i.workspace / "student", o, width)),
+                Step(
+                    "int8 export",
+                    "bundle-int8",
+                    export,
+                    lambda i, o: _export(i, i.workspace / "student-int8", o, export),
+                ),
+            ),
+            "student-int8",
+            "bundle-int8",
+        )
+    if kind == "int4":
+        export = {"quantize": "int4-block", "block_size": INT4_BLOCK, "min_target": QUANTIZED_TARGET}
+        return Rung(
+            kind,
+            (
+                Step("int4 student", "student-int4-float", {"shape": "int4"}, _int4_student),
+                Step("int4 split", "student-int4-split", {"embedding_size": "half, at most 160", **SPLIT}, _int4_split),
+                Step("int4 qat", "student-int4", {"quantize": "int4", "block_size": INT4_BLOCK, **QAT}, _int4_qat),
+                Step(
+                    "int4 export",
+                    "bundle-int4",
+                    export,
+                    lambda i, o: _export(i, i.workspace / "student-int4", o, export),
+                ),
+            ),
+            "student-int4",
+            "bundle-int4",
+        )
+    if kind == "static":
+        return Rung(
+            kind,
+            (
+                Step("static student", "student-static", {"static": STATIC.__dict__}, _static_student),
+                Step(
+                    "static export", "bundle-static", {}, lambda i, o: _export(i, i.workspace / "student-static", o, {})
+                ),
+            ),
+            "student-static",
+            "bundle-static",
+        )
+    raise ConfigError(f"bundles: {kind!r} is not a bundle kind", f"use any of {', '.join(BUNDLE_KINDS)}")
+
+
+# ---- the steps ----
+
+
+def distill_student(inputs: Inputs, out: Path) -> None:
+    """[distill]'s student: the fp16 bundle's, and the one the int8 kind splits."""
+    _distill(inputs, out, inputs.distill.student, inputs.distill)
+
+
+def _distill(inputs: Inputs, out: Path, student: str, settings: DistillSettings) -> None:
+    kwargs = dict(
+        teacher=inputs.teacher,
+        train=inputs.train,
+        dev=inputs.dev,
+        targets=inputs.targets,
+        out=out,
+        loop=LoopConfig.from_settings(settings),
+        text_column=inputs.text_column,
+        label_column=inputs.label_column,
+        force=True,
+        progress=inputs.progress,
+        **replace(settings, student=student).kwargs(
+            "student", "init", "vocab", "vocab_extra", "freeze_embeddings", "embedding_size", "quantize",
+            "block_size", "layer_map", "max_length", "dev_fraction", "device",
+        ),
+    )  # fmt: skip
+    try:
+        distill(**kwargs)  # resumes an interrupted run of this very setup
+    except WorkMismatch:  # an interrupted run of older settings: discard it
+        distill(**kwargs, restart=True)
+
+
+def _continued(settings: DistillSettings, **changes) -> DistillSettings:
+    """A fine-tune of a distilled student: KD + CE only (a split or quantized student's new hidden-state
+    projection would start from random), its own vocabulary, no early stop."""
+    base = dict(hidden_weight="0", attention_weight="0", embedding_weight="0", two_stage=0, vocab="auto",
+                vocab_extra=None, embedding_size=None, quantize=None, patience=None, max_steps=None)  # fmt: skip
+    return replace(settings, **{**base, **changes})
+
+
+def _split(inputs: Inputs, student: Path, out: Path, width: int | None) -> None:
+    _distill(inputs, out, str(student), _continued(inputs.distill, embedding_size=width, **SPLIT))
+
+
+def _int4_student(inputs: Inputs, out: Path) -> None:
+    shape = out.parent / "student-int4.json"
+    atomic_write_json(shape, int4_shape(load_config(inputs.teacher)))
+    settings = replace(inputs.distill, init="teacher", embedding_size=None, quantize=None, layer_map=None)
+    _distill(inputs, out, str(shape), settings)
+
+
+def _int4_split(inputs: Inputs, out: Path) -> None:
+    float_student = inputs.workspace / "student-int4-float"
+    width = split_width(load_config(float_student).hidden_size) // INT4_BLOCK * INT4_BLOCK  # int4 groups divide it
+    _split(inputs, float_student, out, width or None)  # too narrow to split: the same brief fine-tune
+
+
+def _int4_qat(inputs: Inputs, out: Path) -> None:
+    settings = _continued(inputs.distill, quantize="int4", block_size=INT4_BLOCK, attention_weight="1", **QAT)
+    _distill(inputs, out, str(inputs.workspace / "student-int4-split"), settings)
+
+
+def _static_student(inputs: Inputs, out: Path) -> None:
+    d = inputs.distill
+    loop = replace(
+        LoopConfig.from_settings(d),
+        learning_rate=STATIC.learning_rate,
+        epochs=STATIC.epochs,
+        two_stage_epochs=0,
+        weights={
+            **LoopConfig.from_settings(d).weights,
+            **{k: Schedule(0.0) for k in ("hidden", "attention", "embedding")},
+        },
+    )
+    distill_static(
+        teacher=inputs.teacher,
+        train=inputs.train,
+        dev=inputs.dev,
+        targets=inputs.targets,
+        out=out,
+        dim=STATIC.dim,
+        vocab_extra=STATIC.vocab_extra,
+        max_length=d.max_length,
+        loop=loop,
+        dev_fraction=d.dev_fraction,
+        text_column=inputs.text_column,
+        label_column=inputs.label_column,
+        device=d.device,
+        force=True,
+        progress=inputs.progress,
+    )
+
+
+def _export_float(inputs: Inputs, out: Path) -> None:
+    _export(inputs, inputs.workspace / "student", out, {})
+
+
+def _export(inputs: Inputs, student: Path, out: Path, recipe: dict) -> None:
+    settings = inputs.export
+    if recipe:  # a block-wise kind: its own quantization, block size and target; the rest as [export] says
+        settings = replace(settings, **recipe)
+    export_bundle(student_dir=student, out_dir=out, force=True, progress=inputs.progress, **settings.kwargs())

@@ -1,0 +1,91 @@
+"""The bundle ladder (mlx_edge/ladder.py): every kind from one micro pipeline, checked, in one table.
+
+The micro teacher (2 layers, 32 wide, 4 heads) makes the same ladder as the demo's at its own
+scale: int8 splits the student's table to 16, int4 cuts a 32-wide student (MLX's groups of 32 and the
+teacher's 4 heads divide it; too narrow for a split whose width 32 divides), the static student is a
+32-wide table.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mlx_edge.cli import main
+from tests.helpers.cli import assert_one_line_error
+from tests.test_pipeline import write_config
+
+LADDER = ("fp16", "int8", "int4", "static")
+
+
+@pytest.mark.slow  # six distillations and four exports of micro models
+def test_the_ladder_makes_every_bundle_checks_each_and_recommends_one(base_dir, toy_data, tmp_path):
+    config = write_config(tmp_path, base_dir, toy_data, bundles=LADDER)
+    first = CliRunner().invoke(main, ["run", str(config), "--quiet"])
+    assert first.exit_code == 0, first.output
+    work = tmp_path / "work"
+    report = json.loads((work / "report.json").read_text())
+    names = [s["name"] for s in report["stages"]]
+    assert names == [
+        "teacher", "label", "distill", "export", "int8 split", "int8 export", "int4 student", "int4 split",
+        "int4 qat", "int4 export", "static student", "static export", "check",
+    ]  # fmt: skip
+    rows = {row["bundle"]: row for row in report["bundles"]}
+    assert list(rows) == list(LADDER)
+    assert all(row["check"] is True for row in rows.values()) and report["check"] == {"ok": True, "failed": []}
+    modes = {
+        kind: (json.loads((Path(row["path"]) / "manifest.json").read_text()).get("quantize") or {}).get("mode")
+        for kind, row in rows.items()
+    }
+    assert modes == {"fp16": "none", "int8": "int8-block", "int4": "int4-block", "static": "none"}
+    assert rows["int8"]["kind"] == "bert 1x32, emb 16"  # the student's table split to half its width
+    assert rows["int4"]["kind"] == "bert 2x32" and rows["int4"]["precision"] == "int4-block QAT"
+    assert rows["static"]["kind"].startswith("static")
+    for row in rows.values():  # each row's accuracy is its own student's, on dev and test
+        assert set(row["accuracy"]) == {"dev", "test"} and row["accuracy"]["dev"] == row["dev_accuracy"]
+    assert rows["fp16"]["accuracy"]["dev"] == report["accuracy"]["dev"]["student"]
+    best = max(row["dev_accuracy"] for row in rows.values())
+    near = [row for row in rows.values() if row["dev_accuracy"] >= best - 0.01 - 1e-9]
+    assert report["recommended"] == min(near, key=lambda row: row["bundle_bytes"])["bundle"]
+    assert f"recommended: {report['recommended']}" in first.output and "check: PASSED" in first.output
+    assert "int4-block QAT" in first.output and "total" in first.output
+
+    again = CliRunner().invoke(main, ["run", str(config), "--quiet"])
+    assert again.exit_code == 0, again.output
+    statuses = [s["status"] for s in json.loads((work / "report.json").read_text())["stages"]]
+    assert statuses[:-1] == ["skipped (up to date)"] * 12 and statuses[-1] == "ran"  # check always runs
+
+
+def test_an_unknown_bundle_kind_gets_one_line(tmp_path, base_dir, toy_data):
+    config = write_config(tmp_path, base_dir, toy_data, bundles=("fp16", "int3"))
+    result = CliRunner().invoke(main, ["run", str(config)])
+    assert_one_line_error(result, "names 'int3', which is not a bundle kind")
+    assert "fp16, int8, int4, static" in result.output
+    assert not (tmp_path / "work").exists()
+    demo = CliRunner().invoke(main, ["demo", "--bundles", "fp16,fp8", "--out", str(tmp_path / "demo")])
+    assert demo.exit_code == 2 and "'fp8' is not a bundle kind" in demo.output
+
+
+def test_a_ladder_entry_the_teacher_cannot_make_gets_one_line_before_any_work(tmp_path, toy_data):
+    """int4 needs a student whose widths 32 (MLX's group) and the teacher's heads divide: a 24-wide
+    teacher with 2 heads has none."""
+    from tests.helpers.tiny import build_tiny_bert
+
+    teacher = build_tiny_bert(tmp_path / "narrow", hidden_size=24, num_attention_heads=2, intermediate_size=48)
+    config = write_config(tmp_path, teacher, toy_data, bundles=("fp16", "int4"))
+    text = config.read_text().replace(f'[teacher]\nmodel = "{teacher}"', f'[teacher]\ndir = "{teacher}"')
+    config.write_text(text)
+    result = CliRunner().invoke(main, ["run", str(config)])
+    assert_one_line_error(result, "bundles: int4 needs a student cut from the teacher")
+    assert "drop int4 from [pipeline] bundles" in result.output
+    assert not (tmp_path / "work" / "targets").exists()  # refused before labelling
+
+
+def test_a_static_main_student_cannot_feed_the_layered_kinds(tmp_path, base_dir, toy_data):
+    config = write_config(tmp_path, base_dir, toy_data, bundles=("fp16", "static"), student="static")
+    result = CliRunner().invoke(main, ["run", str(config)])
+    assert_one_line_error(result, 'student = "static" has no layers')
+    assert 'bundles = ["static"]' in result.output
