@@ -50,12 +50,12 @@ STUDENT = {
 }
 LAYERS = ["--hidden-layers", "0,3,6,9,12", "--attention-layers", "3,6,9,12"]
 DISTILL = ["--init", "teacher", "--vocab-extra", "4000", "--hidden-weight", "1", "--attention-weight", "1",
-           "--epochs", "10", "--lr", "2e-4"]  # fmt: skip
+           "--epochs", "10", "--learning-rate", "2e-4"]  # fmt: skip
 # bits: options of the quantization-aware fine-tune of the split student. A low learning rate: at
 # 1e-4 (or 5e-5) the fine-tune left the optimum the float run's best epoch had found (int4 89.0%, int8
 # 90.2% on dev) while the same grid with no training at all kept 92.0% / 92.5%. No hidden-state loss:
 # a continued 288-wide student's projection to the teacher's 384 would start from random.
-QAT_OPTIONS = ["--block-size", "32", "--lr", "1e-5", "--hidden-weight", "0", "--attention-weight", "1"]
+QAT_OPTIONS = ["--block-size", "32", "--learning-rate", "1e-5", "--hidden-weight", "0", "--attention-weight", "1"]
 QAT = {
     "int8": ["--quantize", "int8", "--epochs", "1", *QAT_OPTIONS],
     "int4": ["--quantize", "int4", "--epochs", "3", *QAT_OPTIONS],
@@ -63,7 +63,7 @@ QAT = {
 # The word table split to 160 wide, then a brief fine-tune on soft and hard labels: KD + CE only (the
 # continued student's new hidden-state projection would start from random and cost the first epoch),
 # a low learning rate, the best of 3 epochs. The int8 recipe does the same to the demo's tiny.
-SPLIT = ["--embedding-size", "160", "--epochs", "3", "--lr", "1e-5", "--hidden-weight", "0",
+SPLIT = ["--embedding-size", "160", "--epochs", "3", "--learning-rate", "1e-5", "--hidden-weight", "0",
          "--attention-weight", "0"]  # fmt: skip
 
 

@@ -4,7 +4,7 @@
 
 TEACHER_DIR: a teacher fine-tuned on the to-do data, e.g.
     mlx-edge teacher train --model multilingual-e5-small --train mlx_edge/datasets/todo/train.jsonl \\
-        --dev mlx_edge/datasets/todo/dev.jsonl --epochs 3 --lr 5e-5 --batch-size 32 --max-length 64 --out teacher
+        --dev mlx_edge/datasets/todo/dev.jsonl --epochs 3 --learning-rate 5e-5 --batch-size 32 --max-length 64 --out teacher
 Labels the training set once per layer set, distills each recipe with the CLI (a finished student
 is reused), then scores teacher and students on dev and test. Prints docs/results.md's students table.
 Runs one after another: about 5 min per tiny and 9 min per half student on 2 cores.
@@ -29,14 +29,14 @@ LOSSES = ["--hidden-weight", "1", "--attention-weight", "1"]
 
 RECIPES = {  # name: (targets layer set, distill options)
     "half-extra-hidden": (EVERY_SECOND, ["--student", "half", "--init", "teacher", "--vocab-extra", "30000",
-                                         *LOSSES, "--epochs", "6", "--lr", "1e-4"]),
+                                         *LOSSES, "--epochs", "6", "--learning-rate", "1e-4"]),
     "half-extra": (EVERY_SECOND, ["--student", "half", "--init", "teacher", "--vocab-extra", "30000",
-                                  "--epochs", "6", "--lr", "1e-4"]),
-    "half": (EVERY_SECOND, ["--student", "half", "--init", "teacher", "--epochs", "6", "--lr", "1e-4"]),
+                                  "--epochs", "6", "--learning-rate", "1e-4"]),
+    "half": (EVERY_SECOND, ["--student", "half", "--init", "teacher", "--epochs", "6", "--learning-rate", "1e-4"]),
     "tiny-cut-extra": (EVERY_THIRD, ["--student", "tiny", "--init", "teacher", "--vocab-extra", "4000", *LOSSES,
-                                     "--epochs", "10", "--lr", "2e-4"]),
-    "tiny-cut": (EVERY_THIRD, ["--student", "tiny", "--init", "teacher", *LOSSES, "--epochs", "10", "--lr", "2e-4"]),
-    "tiny-random": (EVERY_THIRD, ["--student", "tiny", "--init", "random", *LOSSES, "--epochs", "10", "--lr", "5e-4"]),
+                                     "--epochs", "10", "--learning-rate", "2e-4"]),
+    "tiny-cut": (EVERY_THIRD, ["--student", "tiny", "--init", "teacher", *LOSSES, "--epochs", "10", "--learning-rate", "2e-4"]),
+    "tiny-random": (EVERY_THIRD, ["--student", "tiny", "--init", "random", *LOSSES, "--epochs", "10", "--learning-rate", "5e-4"]),
 }  # fmt: skip
 
 

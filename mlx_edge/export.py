@@ -87,13 +87,13 @@ def export_bundle(
     block_size: int = EXPORT.block_size,
     palettize_bits: int = EXPORT.palettize_bits,
     palettize_mode: str = EXPORT.palettize_mode,
-    optimizer: str = EXPORT.optimizer,
-    learning_rate: float = EXPORT.learning_rate,
-    batch_size: int = EXPORT.batch_size,
-    epochs: int = EXPORT.epochs,
+    head_optimizer: str = EXPORT.head_optimizer,
+    head_learning_rate: float = EXPORT.head_learning_rate,
+    head_batch_size: int = EXPORT.head_batch_size,
+    head_epochs: int = EXPORT.head_epochs,
     author: str = EXPORT.author,
     license: str = EXPORT.license,
-    version: str = EXPORT.version,
+    model_version: str = EXPORT.model_version,
     description: str = EXPORT.description,
     force: bool = False,
     parity_texts: list[str] | None = None,
@@ -111,6 +111,7 @@ def export_bundle(
     `extras`: "classifier", "onnx" and/or "tokenizer-json", what the app does not load (see bundle/layout.py).
     `block_size`: the most weights per scale with quantize "int8-block" / "int4-block" (iOS18); each
     weight takes the largest divisor of its input width up to it (`bridges.coreml_export.block_for`).
+    `head_*`: the updatable head's on-device training, baked into Head.mlmodel (apps may override some).
     """
     start = time.perf_counter()
     student_dir, out_dir = Path(student_dir), Path(out_dir)
@@ -118,13 +119,14 @@ def export_bundle(
     _check_choice("compute units", compute_units, COMPUTE_UNITS)
     _check_choice("minimum target", min_target, MIN_TARGETS)
     _check_choice("quantize", quantize, QUANTIZE)
-    _check_choice("optimizer", optimizer, ("sgd", "adam"))
+    _check_choice("head optimizer", head_optimizer, ("sgd", "adam"))
     for extra in extras:
         _check_choice("extra", extra, EXTRAS)
     extras = tuple(e for e in EXTRAS if e in extras)  # one order, no repeats
-    if batch_size not in BATCH_SIZES or epochs not in EPOCHS or not 1e-5 <= learning_rate <= 1.0:
+    if head_batch_size not in BATCH_SIZES or head_epochs not in EPOCHS or not 1e-5 <= head_learning_rate <= 1.0:
         raise ExportError(
-            f"head training settings out of range (batch {batch_size}, epochs {epochs}, learning rate {learning_rate})",
+            f"head training settings out of range (batch {head_batch_size}, epochs {head_epochs}, "
+            f"learning rate {head_learning_rate})",
             f"batch in {list(BATCH_SIZES)}, epochs 1-{EPOCHS[-1]}, learning rate 1e-5..1",
         )
 
@@ -146,7 +148,9 @@ def export_bundle(
             "input with enumerated shapes",
             f"use a range such as {seq.min}-{seq.max}, or --min-target iOS18",
         )
-    training = HeadTraining(optimizer=optimizer, learning_rate=learning_rate, batch_size=batch_size, epochs=epochs)
+    training = HeadTraining(
+        optimizer=head_optimizer, learning_rate=head_learning_rate, batch_size=head_batch_size, epochs=head_epochs
+    )
     texts = parity_texts if parity_texts is not None else default_texts(n_texts)
 
     remove_stale_staging(out_dir)  # what a killed export left beside it (a live one's is kept)
@@ -168,7 +172,7 @@ def export_bundle(
             training=training,
             texts=texts,
             texts_source="given texts" if parity_texts is not None else "todo dev split (mlx_edge.datasets)",
-            info={"author": author, "license": license, "version": version, "description": description},
+            info={"author": author, "license": license, "version": model_version, "description": description},
             allow_failed_checks=allow_failed_checks,
             extras=extras,
             progress=progress,

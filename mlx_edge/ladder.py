@@ -121,7 +121,8 @@ def check_ladder(bundles: tuple[str, ...], distill_settings: DistillSettings, te
 
 
 def split_width(hidden_size: int) -> int:
-    return min(SPLIT_WIDTH, max(1, hidden_size // 2))
+    """The split table's width: 160, or half the student's width when it is not wider than 160."""
+    return SPLIT_WIDTH if hidden_size > SPLIT_WIDTH else max(1, hidden_size // 2)
 
 
 def rung(kind: str, *, student_width: int | None = None) -> Rung:

@@ -109,6 +109,13 @@ class PipelineConfig:
             values = raw.get(section, {})
             if not isinstance(values, dict):
                 raise ConfigError(f"{path}: [{section}] must be a table of settings")
+            renamed = getattr(STAGE_SETTINGS.get(section), "RENAMED", {})  # an older release's keys
+            old = sorted(values.keys() & renamed.keys())
+            if old:  # said before the unknown-key check, which would only say "unknown setting"
+                new, meaning = renamed[old[0]]
+                raise ConfigError(
+                    f"{path}: [{section}] {old[0]} was renamed in mlx-edge 0.2", f"write {new} = ..., {meaning}"
+                )
             if section in STAGE_SETTINGS:  # every other key must be a setting of the stage (checked, typed)
                 STAGE_SETTINGS[section].from_section(
                     {k: v for k, v in values.items() if k not in extra}, f"[{section}] of {path}"
@@ -159,6 +166,8 @@ def _refuse_unknown(values: dict, known: set, where: str) -> None:
 
 def stage_settings(config: PipelineConfig, name: str):
     """The settings of stage `name` from its section, the pipeline's seed and device filled in."""
+    if name == "pipeline":  # read into the config's own fields by from_toml
+        return PipelineSettings(out=str(config.out), device=config.device, seed=config.seed, bundles=config.bundles)
     section = {k: v for k, v in getattr(config, name).items() if k not in SECTIONS[name]}
     cls = STAGE_SETTINGS[name]
     fields = {f.name for f in dataclasses.fields(cls)}

@@ -229,14 +229,23 @@ class ExportSettings(StageSettings):
 
     LIMITS = {
         "palettize_bits": Limit(1, 8),
-        "learning_rate": Limit(1e-5, 1.0),
-        "batch_size": AT_LEAST_1,
-        "epochs": AT_LEAST_1,
+        "head_learning_rate": Limit(1e-5, 1.0),
+        "head_batch_size": AT_LEAST_1,
+        "head_epochs": AT_LEAST_1,
         "n_texts": Limit(1, 600),
         "block_size": Limit(1, 4096),
     }
     # Artifacts a bundle holds only when asked for: the app needs neither (see bundle/layout.py).
     EXTRAS: ClassVar[tuple[str, ...]] = ("classifier", "onnx", "tokenizer-json")
+    # Keys of mlx-edge 0.1's [export] -> (what to write instead, what it means): a config that still has
+    # one gets a line that says so (pipeline.PipelineConfig.from_toml), not "unknown setting".
+    RENAMED: ClassVar[dict[str, tuple[str, str]]] = {
+        "optimizer": ("head_optimizer", "the device head's optimizer"),
+        "learning_rate": ("head_learning_rate", "the device head's rate"),
+        "batch_size": ("head_batch_size", "the device head's mini-batch"),
+        "epochs": ("head_epochs", "the device head's epochs"),
+        "version": ("model_version", "the models' version string"),
+    }
 
     seq_len: str | None = None  # None: the student's distilled max length
     precision: str = "fp16"
@@ -246,13 +255,14 @@ class ExportSettings(StageSettings):
     block_size: int = 32  # the most weights per scale along a weight's input axis (int8-block / int4-block)
     palettize_bits: int = 6
     palettize_mode: str = "kmeans"
-    optimizer: str = "sgd"
-    learning_rate: float = 0.05
-    batch_size: int = 8
-    epochs: int = 20
+    # The updatable head's on-device training (MLUpdateTask), baked into Head.mlmodel.
+    head_optimizer: str = "sgd"
+    head_learning_rate: float = 0.05
+    head_batch_size: int = 8
+    head_epochs: int = 20
     author: str = ""
     license: str = ""
-    version: str = "1.0"
+    model_version: str = "1.0"
     description: str = ""
     n_texts: int = 32
     device: str = "auto"

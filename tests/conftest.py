@@ -88,7 +88,7 @@ def trained_teacher(base_dir, toy_data, tmp_path_factory) -> Path:
             str(out),
             "--epochs",
             "3",
-            "--lr",
+            "--learning-rate",
             "1e-3",
             "--batch-size",
             "16",

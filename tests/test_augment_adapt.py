@@ -177,7 +177,7 @@ def test_adapt_input_mistakes_are_one_line(tiny_llm, rows_file, tmp_path):
 
     assert run("--rank", 0).exit_code == 2 and "'--rank'" in run("--rank", 0).output
     assert run("--epochs", 0).exit_code == 2
-    assert run("--lr", "nan").exit_code == 2
+    assert run("--learning-rate", "nan").exit_code == 2
     with pytest.raises(ConfigError, match="rank = 0 is out of range"):
         adapt(model=tiny_llm, data=rows_file, out=tmp_path / "a", rank=0)
     with pytest.raises(ConfigError, match="num_layers = 0"):
@@ -198,8 +198,10 @@ def test_adapt_input_mistakes_are_one_line(tiny_llm, rows_file, tmp_path):
 
 
 def test_a_loss_that_goes_bad_stops_the_run_and_writes_nothing(tiny_llm, rows_file, tmp_path):
-    result = cli("augment", "adapt", "--model", tiny_llm, "--data", rows_file, "--out", tmp_path / "a", "--lr", 1e30)
-    assert_one_line_error(result, "the loss went bad", "lower --lr")
+    result = cli(
+        "augment", "adapt", "--model", tiny_llm, "--data", rows_file, "--out", tmp_path / "a", "--learning-rate", 1e30
+    )
+    assert_one_line_error(result, "the loss went bad", "lower --learning-rate")
     assert result.exit_code == 20
     assert list(tmp_path.iterdir()) == []  # no adapter, no staging folder
 

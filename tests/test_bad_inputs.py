@@ -206,7 +206,7 @@ TOML_HEAD = '[data]\ntrain = "{train}"\n[teacher]\ndir = "{teacher}"\n[pipeline]
 TRAIN = "teacher train --model {base} --train {train} --dev {dev} --max-length 32 --epochs 1 --quiet"
 LABEL = "teacher label --teacher {teacher} --data {train} --quiet"
 DISTILL = "distill --teacher {teacher} --train {train} --dev {dev} --max-steps 1 --quiet"
-EXPORT = "export {student} --seq-len 32 --texts 4 --quiet"
+EXPORT = "export {student} --seq-len 32 --n-texts 4 --quiet"
 AUGMENT = "augment --seeds {train} --per-class 1 --quiet"
 
 # --- the table ------------------------------------------------------------------------------------
@@ -286,18 +286,23 @@ CASES = [
     # teacher train: settings
     Case(
         "teacher-lr-inf",
-        TRAIN + " --out {tmp}/t --lr inf",
+        TRAIN + " --out {tmp}/t --learning-rate inf",
         USAGE,
-        ("'--lr'", "not a finite number"),
+        ("'--learning-rate'", "not a finite number"),
         absent=("{tmp}/t",),
     ),
-    Case("teacher-lr-nan", TRAIN + " --out {tmp}/t --lr nan", USAGE, ("'--lr'", "not a finite number")),
-    Case("teacher-lr-zero", TRAIN + " --out {tmp}/t --lr 0", USAGE, ("'--lr'", "x>0")),
+    Case(
+        "teacher-lr-nan",
+        TRAIN + " --out {tmp}/t --learning-rate nan",
+        USAGE,
+        ("'--learning-rate'", "not a finite number"),
+    ),
+    Case("teacher-lr-zero", TRAIN + " --out {tmp}/t --learning-rate 0", USAGE, ("'--learning-rate'", "x>0")),
     Case(
         "teacher-loss-goes-nan",  # finite but absurd: the guard stops it, and a killed run's leftovers are gone
-        TRAIN + " --out {tmp}/t --lr 1e30",
+        TRAIN + " --out {tmp}/t --learning-rate 1e30",
         TeacherError.exit_code,
-        ("(epoch 1): loss went bad", "lower --lr"),
+        ("(epoch 1): loss went bad", "lower --learning-rate"),
         prepare=stale_staging("t"),
         absent=("{tmp}/t", *stale_left("t")),
         keep=(f"{{tmp}}/.t.{os.getpid()}.livelive.partial",),
@@ -649,9 +654,9 @@ CASES = [
     ),
     Case(
         "distill-lr-inf",
-        DISTILL + " --out {tmp}/s --lr inf",
+        DISTILL + " --out {tmp}/s --learning-rate inf",
         USAGE,
-        ("'--lr'", "not a finite number"),
+        ("'--learning-rate'", "not a finite number"),
     ),
     Case(
         "distill-force-out-is-teacher",
@@ -701,11 +706,16 @@ CASES = [
         ("inside the student directory",),
         absent=("{tmp}/proj/student/bundle",),
     ),
-    Case("export-head-lr-out-of-range", EXPORT + " --out {tmp}/b --learning-rate 5", USAGE, ("'--learning-rate'",)),
+    Case(
+        "export-head-lr-out-of-range",
+        EXPORT + " --out {tmp}/b --head-learning-rate 5",
+        USAGE,
+        ("'--head-learning-rate'",),
+    ),
     Case("export-unknown-min-target", EXPORT + " --out {tmp}/b --min-target iOS12", USAGE, ("'--min-target'",)),
     Case(
         "export-force-out-holds-student",
-        "export {student_copy} --out {tmp}/proj --force --seq-len 32 --texts 4 --quiet",
+        "export {student_copy} --out {tmp}/proj --force --seq-len 32 --n-texts 4 --quiet",
         O,
         ("holds the input",),
         keep=("{tmp}/proj/student/config.json",),
@@ -722,7 +732,7 @@ CASES = [
     ),
     Case(
         "check-manifest-points-outside",
-        "check {bundle} --texts 2",
+        "check {bundle} --n-texts 2",
         BundleError.exit_code,
         ("tokenizer.vocab_file '../vocab.txt' is a path with a '..' part",),
         prepare=lambda places: _edit_json(
@@ -735,12 +745,12 @@ CASES = [
     ),
     Case(
         "check-student-not-a-model",
-        "check {bundle} --student {tmp}/empty --texts 2",
+        "check {bundle} --student {tmp}/empty --n-texts 2",
         BundleError.exit_code,
         ("--student", "is not a model directory"),
         files=(("empty/notes.txt", "x"),),
     ),
-    Case("check-texts-zero", "check {tmp} --texts 0", USAGE, ("'--texts'",)),
+    Case("check-texts-zero", "check {tmp} --n-texts 0", USAGE, ("'--n-texts'",)),
     # predict
     Case("predict-not-a-model", "predict {tmp} hello", M, ("not a model directory (no config.json)",)),
     Case("predict-bare-encoder", "predict {base} hello", M, ("no trained classifier head",)),
@@ -865,7 +875,7 @@ CASES = [
     # bench
     Case("bench-seq-lens-zero", "bench --seq-lens 0", USAGE, ("'--seq-lens'", "positive integers")),
     Case("bench-unknown-backend", "bench --backends foo", USAGE, ("'--backends'", "unknown foo")),
-    Case("bench-budget-nan", "bench --budget nan", USAGE, ("'--budget'", "not a finite number")),
+    Case("bench-budget-nan", "bench --budget-s nan", USAGE, ("'--budget-s'", "not a finite number")),
     Case(
         "bench-model-neither-preset-nor-dir",
         "bench --model {tmp}/nope --workloads infer --backends mlx-cpu",

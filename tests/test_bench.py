@@ -15,21 +15,21 @@ from mlx_edge.cli import main
 from mlx_edge.errors import BENCH_DISAGREEMENT, BenchError
 
 MICRO = [
-    "--batch-sizes",
+    "--infer-batches",
     "1,2",
     "--seq-lens",
     "16",
     "--train-batch",
     "2",
-    "--train-seq-len",
+    "--train-seq",
     "16",
     "--warmup",
     "1",
     "--repeats",
     "2",
-    "--budget",
+    "--budget-s",
     "1",
-    "--matmul-size",
+    "--matmul-n",
     "256",
     "--quiet",
 ]

@@ -27,7 +27,7 @@ def extras_bundle(tmp_path):
 
 
 def _check(bundle) -> dict:
-    result = CliRunner().invoke(main, ["check", str(bundle), "--texts", "4", "--json"])
+    result = CliRunner().invoke(main, ["check", str(bundle), "--n-texts", "4", "--json"])
     assert result.exit_code == CHECK_FAILED, result.output
     report = json.loads(result.output)
     assert not report["ok"]
@@ -119,7 +119,7 @@ def _move_student_away(bundle, tmp_path) -> dict:
     manifest = json.loads(path.read_text())
     manifest["student"]["path"] = str(tmp_path / "moved-away")
     path.write_text(json.dumps(manifest))
-    result = CliRunner().invoke(main, ["check", str(bundle), "--texts", "4", "--json"])
+    result = CliRunner().invoke(main, ["check", str(bundle), "--n-texts", "4", "--json"])
     assert result.exit_code == 0, result.output
     results = {r["name"]: r for r in json.loads(result.output)["results"]}
     assert results["student"]["skipped"] and "weights.encoder" not in results

@@ -32,7 +32,7 @@ def bundle(tmp_path):
 
 
 def _check(bundle, *, exit_code: int) -> dict:
-    result = CliRunner().invoke(main, ["check", str(bundle), "--texts", "2", "--json"])
+    result = CliRunner().invoke(main, ["check", str(bundle), "--n-texts", "2", "--json"])
     assert result.exit_code == exit_code, result.output
     return {r["name"]: r for r in json.loads(result.output)["results"]}
 
@@ -143,7 +143,7 @@ def test_a_bundle_from_before_the_recorded_sha256_is_read_with_a_note(bundle):
 
 
 def _refused(bundle, *fragments) -> str:
-    result = CliRunner().invoke(main, ["check", str(bundle), "--texts", "2"])
+    result = CliRunner().invoke(main, ["check", str(bundle), "--n-texts", "2"])
     assert result.exit_code == BundleError.exit_code, result.output
     return assert_one_line_error(result, *fragments)
 

@@ -321,7 +321,7 @@ def test_cli_distill_then_predict(trained_teacher, toy_data, cache, micro_json, 
             "2",
             "--batch-size",
             "16",
-            "--lr",
+            "--learning-rate",
             "2e-3",
             "--cpu-shards",
             "3",
@@ -375,8 +375,11 @@ def test_a_new_student_has_a_pruned_vocabulary_that_transformers_reads(
     from mlx_edge.data import read_labeled
 
     common = dict(teacher=trained_teacher, train=toy_data[0], dev=toy_data[1], loop=quick_loop(), progress=False)
-    pruned = distill(**common, targets=cache, student=str(micro_json), out=tmp_path / "p")
+    pruned = distill(**common, targets=cache, student=str(micro_json), out=tmp_path / "p", vocab_extra=0)
     full = distill(**common, targets=cache, student=str(micro_json), out=tmp_path / "f", vocab="all")
+    distill(**common, targets=cache, student=str(micro_json), out=tmp_path / "d")  # the default: 4000 extra pieces
+    default = json.loads((tmp_path / "d" / "mlx_edge_manifest.json").read_text())["vocab"]
+    assert default["extra"] == 4000  # what a new student keeps unless told otherwise
     teacher_vocab = load_tokenizer(trained_teacher).vocab_size
     pruned_config = json.loads((tmp_path / "p" / "config.json").read_text())
     assert load_tokenizer(tmp_path / "f").vocab_size == teacher_vocab

@@ -66,7 +66,7 @@ def test_block_mode_exports_and_passes_its_stated_tolerances(mode, bits):
 
 @pytest.mark.parametrize("mode", ["int8-block", "int4-block"])
 def test_check_verifies_the_block_bundle_on_linux(mode):
-    result = CliRunner().invoke(main, ["check", str(_bundle(mode)), "--texts", "8", "--json"])
+    result = CliRunner().invoke(main, ["check", str(_bundle(mode)), "--n-texts", "8", "--json"])
     assert result.exit_code == 0, result.output
     results = _results(json.loads(result.output))
     # an iOS 18 program casts the ids to int16 and wraps negative ones before its embedding lookup
@@ -135,7 +135,7 @@ def test_a_corrupted_quantized_weight_is_caught(mode, part, tmp_path):
     manifest["files"][WEIGHT_BLOB] = {"sha256": sha256_file(blob), "bytes": blob.stat().st_size}
     path.write_text(json.dumps(manifest))
 
-    result = CliRunner().invoke(main, ["check", str(bundle), "--texts", "8", "--json"])
+    result = CliRunner().invoke(main, ["check", str(bundle), "--n-texts", "8", "--json"])
     assert result.exit_code == CHECK_FAILED, result.output
     results = _results(json.loads(result.output))
     failed = {name for name, r in results.items() if not r["ok"]}

@@ -70,7 +70,7 @@ def test_extras_are_written_described_and_checked(extras_bundle, fp32_bundle):
     passed = {r["name"] for r in m["checks"]["results"] if r["ok"] and not r["skipped"]}
     assert {"weights.classifier", "onnx.checker", "parity.onnx"} <= passed
     assert {"parity.classifier.program", "program.ops.classifier"} <= passed
-    report = CliRunner().invoke(main, ["check", str(extras_bundle), "--texts", "4", "--json"])
+    report = CliRunner().invoke(main, ["check", str(extras_bundle), "--n-texts", "4", "--json"])
     assert report.exit_code == 0, report.output
     assert {"io.classifier", "io.onnx", "weights.classifier", "onnx.checker"} <= {
         r["name"] for r in json.loads(report.output)["results"] if r["ok"] and not r["skipped"]
@@ -141,7 +141,7 @@ def test_program_parity_figures(precision, tolerance, fp32_bundle, fp16_bundle):
 
 
 def test_check_passes_on_the_export(fp32_bundle):
-    result = CliRunner().invoke(main, ["check", str(fp32_bundle), "--texts", "8"])
+    result = CliRunner().invoke(main, ["check", str(fp32_bundle), "--n-texts", "8"])
     assert result.exit_code == 0, result.output
     assert "0 failed" in result.output
     for name in (
@@ -159,7 +159,7 @@ def test_check_passes_on_the_export(fp32_bundle):
 
 
 def test_check_json_report_fp16(fp16_bundle):
-    result = CliRunner().invoke(main, ["check", str(fp16_bundle), "--texts", "8", "--json"])
+    result = CliRunner().invoke(main, ["check", str(fp16_bundle), "--n-texts", "8", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["ok"] and report["failed"] == 0
@@ -184,7 +184,7 @@ def test_force_replaces_and_no_force_refuses(tmp_path):
     out = tmp_path / "bundle"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    args = ["export", str(tiny_student()), "--out", str(out), "--seq-len", "16", "--texts", "2", "--quiet"]
+    args = ["export", str(tiny_student()), "--out", str(out), "--seq-len", "16", "--n-texts", "2", "--quiet"]
     refused = CliRunner().invoke(main, args)
     assert refused.exit_code != 0
     assert "already exists" in refused.output and "--force" in refused.output
@@ -225,7 +225,7 @@ def test_seq_len_defaults_to_the_students_max_length(tmp_path):
     shutil.copytree(tiny_student(), student)
     write_manifest(student, "student", max_length=24)
     result = CliRunner().invoke(
-        main, ["export", str(student), "--out", str(tmp_path / "b"), "--texts", "2", "--quiet", "--precision", "fp32"]
+        main, ["export", str(student), "--out", str(tmp_path / "b"), "--n-texts", "2", "--quiet", "--precision", "fp32"]
     )
     assert result.exit_code == 0, result.output
     assert "seq-len 24," in result.output and "Encoder.mlpackage" in result.output

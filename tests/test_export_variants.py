@@ -69,13 +69,13 @@ def test_adam_head():
         exported(
             "--precision",
             "fp32",
-            "--optimizer",
+            "--head-optimizer",
             "adam",
-            "--learning-rate",
+            "--head-learning-rate",
             "0.01",
-            "--batch-size",
+            "--head-batch-size",
             "4",
-            "--epochs",
+            "--head-epochs",
             "30",
         )
     )

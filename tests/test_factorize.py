@@ -74,11 +74,13 @@ def test_a_distilled_student_is_split_by_its_training_datas_piece_counts(trained
     config = tmp_path / "student.json"
     config.write_text(json.dumps({"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4,
                                   "intermediate_size": 64}))  # fmt: skip
-    made = _distill(trained_teacher, toy_data, full, "--student", str(config), "--epochs", "1", "--lr", "2e-3")
+    made = _distill(
+        trained_teacher, toy_data, full, "--student", str(config), "--epochs", "1", "--learning-rate", "2e-3"
+    )
     assert made.exit_code == 0, made.output
     # an lr this small leaves the split as it was made: rows @ projection + bias is the weighted split
     split = _distill(trained_teacher, toy_data, tmp_path / "f8", "--student", str(full), "--embedding-size", "8",
-                     "--epochs", "1", "--lr", "1e-12", "--seed", "3")  # fmt: skip
+                     "--epochs", "1", "--learning-rate", "1e-12", "--seed", "3")  # fmt: skip
     assert split.exit_code == 0, split.output
     saved = json.loads((tmp_path / "f8" / "config.json").read_text())
     assert saved["embedding_size"] == 8 and saved["hidden_size"] == 32
@@ -118,16 +120,19 @@ def test_a_distilled_student_can_be_split_and_quantized_in_one_run(trained_teach
     config.write_text(json.dumps({"num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 4,
                                   "intermediate_size": 64}))  # fmt: skip
     full = tmp_path / "full"
-    made = _distill(trained_teacher, toy_data, full, "--student", str(config), "--epochs", "1", "--lr", "2e-3")
+    made = _distill(
+        trained_teacher, toy_data, full, "--student", str(config), "--epochs", "1", "--learning-rate", "2e-3"
+    )
     assert made.exit_code == 0, made.output
     options = ["--student", str(full), "--embedding-size", "32", "--quantize", "int8", "--block-size", "32"]
-    done = _distill(trained_teacher, toy_data, tmp_path / "q", *options, "--epochs", "1", "--lr", "1e-5")
+    done = _distill(trained_teacher, toy_data, tmp_path / "q", *options, "--epochs", "1", "--learning-rate", "1e-5")
     assert done.exit_code == 0, done.output
     saved = json.loads((tmp_path / "q" / "config.json").read_text())
     assert saved["embedding_size"] == 32
     assert saved["quantization"] == {"bits": 8, "group_size": 32, "mode": "affine"}
     # a quantized student's table cannot be split (its codes are not a float table): one line
-    options = ["--student", str(full), "--quantize", "int8", "--block-size", "32", "--epochs", "1", "--lr", "1e-5"]
+    options = ["--student", str(full), "--quantize", "int8", "--block-size", "32"]
+    options += ["--epochs", "1", "--learning-rate", "1e-5"]
     assert _distill(trained_teacher, toy_data, tmp_path / "q2", *options).exit_code == 0
     again = ["--student", str(tmp_path / "q2"), "--embedding-size", "16", "--quantize", "int8", "--epochs", "1"]
     assert_one_line_error(

@@ -58,10 +58,10 @@ def _hidden(parent: Path, name: str) -> list[str]:
 def test_teacher_train_killed_restarts_cleanly(base_dir, toy_data, tmp_path):
     train, dev = toy_data
     args = _cli("teacher", "train", "--model", str(base_dir), "--train", str(train), "--dev", str(dev),
-                "--out", str(tmp_path / "t"), "--epochs", "30", "--lr", "1e-3", "--quiet")  # fmt: skip
+                "--out", str(tmp_path / "t"), "--epochs", "30", "--learning-rate", "1e-3", "--quiet")  # fmt: skip
     _kill_when(args, lambda: any(_hidden(tmp_path, "t")))
     assert not (tmp_path / "t").exists() and _hidden(tmp_path, "t"), "the killed run left its staging folder"
-    _run(args[:-5] + ["--epochs", "1", "--lr", "1e-3", "--quiet"])
+    _run(args[:-5] + ["--epochs", "1", "--learning-rate", "1e-3", "--quiet"])
     assert (tmp_path / "t" / "model.safetensors").is_file()
     assert _hidden(tmp_path, "t") == [], "the re-run cleaned what the killed one left"
 
@@ -86,7 +86,7 @@ def test_label_killed_resumes_bit_identical(trained_teacher, toy_data, tmp_path)
 def test_distill_killed_resumes_bit_identical(trained_teacher, toy_data, tmp_path):
     def args(out):
         return _cli("distill", "--teacher", str(trained_teacher), "--train", str(toy_data[0]), "--dev",
-                    str(toy_data[1]), "--student", "half", "--init", "teacher", "--epochs", "6", "--lr", "1e-3",
+                    str(toy_data[1]), "--student", "half", "--init", "teacher", "--epochs", "6", "--learning-rate", "1e-3",
                     "--checkpoint-every", "5", "--out", str(out), "--quiet")  # fmt: skip
 
     _run(args(tmp_path / "whole"))

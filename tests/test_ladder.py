@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from mlx_edge.cli import main
 from tests.helpers.cli import assert_one_line_error
-from tests.test_pipeline import write_config
+from tests.helpers.pipeline import write_config
 
 LADDER = ("fp16", "int8", "int4", "static")
 
@@ -89,3 +89,37 @@ def test_a_static_main_student_cannot_feed_the_layered_kinds(tmp_path, base_dir,
     result = CliRunner().invoke(main, ["run", str(config)])
     assert_one_line_error(result, 'student = "static" has no layers')
     assert 'bundles = ["static"]' in result.output
+
+
+def test_the_demo_is_the_defaults(tmp_path):
+    """`mlx-edge demo` sets its data and teacher and nothing else: its recipe is every stage's defaults."""
+    from mlx_edge.demo import demo_config
+    from mlx_edge.pipeline import STAGE_SETTINGS, stage_settings
+    from mlx_edge.settings import DEMO_TEACHER, PIPELINE
+
+    config = demo_config(out=tmp_path)
+    assert config.teacher == {"model": DEMO_TEACHER}
+    assert (config.augment, config.label, config.distill, config.export) == ({}, {}, {}, {})
+    assert config.bundles == PIPELINE.bundles == ("fp16", "int8", "int4", "static")
+    assert (config.device, config.seed) == (PIPELINE.device, PIPELINE.seed)
+    for name in ("teacher", "label", "distill", "export"):
+        assert stage_settings(config, name) == STAGE_SETTINGS[name](), name
+
+
+def test_the_int4_student_is_cut_to_what_mlx_groups_and_the_heads_divide():
+    from mlx_edge.ladder import int4_shape, split_width
+    from mlx_edge.models.bert import BertConfig
+
+    e5 = BertConfig(hidden_size=384, num_attention_heads=12, intermediate_size=1536, num_hidden_layers=12)
+    assert int4_shape(e5) == {
+        "num_hidden_layers": 4,
+        "hidden_size": 288,
+        "num_attention_heads": 12,
+        "intermediate_size": 1536,
+        "hidden_act": e5.hidden_act,
+    }  # fmt: skip  (the measured int4 student of docs/quantization.md)
+    base = BertConfig(hidden_size=768, num_attention_heads=12, intermediate_size=3072, num_hidden_layers=12)
+    assert int4_shape(base)["hidden_size"] == 288 and int4_shape(base)["intermediate_size"] == 1536
+    five_heads = BertConfig(hidden_size=320, num_attention_heads=5, intermediate_size=1280, num_hidden_layers=6)
+    assert int4_shape(five_heads)["hidden_size"] == 160  # lcm(32, 5) = 160
+    assert (split_width(312), split_width(288), split_width(32)) == (160, 160, 16)

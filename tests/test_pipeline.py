@@ -10,46 +10,7 @@ from click.testing import CliRunner
 
 from mlx_edge.cli import main
 from tests.helpers.cli import assert_one_line_error
-
-MICRO_STUDENT = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 48}
-
-
-def write_config(tmp_path: Path, base_dir: Path, toy_data, bundles=("fp16",), **distill) -> Path:
-    (tmp_path / "student.json").write_text(json.dumps(MICRO_STUDENT))
-    distill_section = {
-        "student": str(tmp_path / "student.json"),
-        "init": "random",
-        "epochs": 2,
-        "learning_rate": 2e-3,
-        "batch_size": 16,
-        "hidden_weight": "1",
-        **distill,
-    }
-    lines = (
-        [
-            "[pipeline]",
-            f'out = "{tmp_path / "work"}"',
-            f"bundles = {json.dumps(list(bundles))}",
-            "",
-            "[data]",
-            f'train = "{toy_data[0]}"',
-            f'dev = "{toy_data[1]}"',
-            f'test = "{toy_data[1]}"',
-            "",
-            "[teacher]",
-            f'model = "{base_dir}"',
-            "epochs = 3",
-            "learning_rate = 1e-3",
-            "max_length = 32",
-            "",
-            "[distill]",
-        ]
-        + [f"{k} = {json.dumps(v)}" for k, v in distill_section.items()]
-        + ["", "[export]", 'seq_len = "16"']
-    )
-    path = tmp_path / "pipeline.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+from tests.helpers.pipeline import write_config
 
 
 @pytest.mark.slow  # three pipeline runs, five stages each, ending in a full export
@@ -74,7 +35,7 @@ def test_run_micro_pipeline_then_skip_finished_stages(base_dir, toy_data, tmp_pa
     (row,) = report["bundle_table"]  # this bundle's row: its dev accuracy is the report's own student's
     assert row["dev_accuracy"] == report["accuracy"]["dev"]["student"] and row["precision"] == "fp16"
     assert row["bundle_bytes"] == sum(report["bundle"]["files"].values()) and row["mlx_ms"] > 0
-    assert "MLX ms" in first.output and "mirror ms" in first.output
+    assert "recommended: fp16" in first.output and "total" in first.output
 
     second = CliRunner().invoke(main, ["run", str(config), "--quiet"])
     assert second.exit_code == 0, second.output
@@ -104,10 +65,14 @@ def test_bad_configs_get_one_line(tmp_path):
 
 
 def test_example_config_parses():
-    from mlx_edge.pipeline import PipelineConfig
+    from mlx_edge.pipeline import STAGE_SETTINGS, PipelineConfig, stage_settings
+    from mlx_edge.settings import PIPELINE
 
     config = PipelineConfig.from_toml(Path(__file__).resolve().parents[1] / "examples" / "pipeline.toml")
-    assert config.distill["student"] == "half" and config.export["precision"] == "fp16"
+    for name, cls in STAGE_SETTINGS.items():  # the example is `mlx-edge init`'s: every setting at its default
+        if name != "pipeline":
+            assert stage_settings(config, name) == cls(), name
+    assert (config.device, config.seed, config.bundles) == (PIPELINE.device, PIPELINE.seed, PIPELINE.bundles)
 
 
 @pytest.mark.slow  # every stage on the real MiniLM teacher
@@ -115,7 +80,20 @@ def test_example_config_parses():
 def test_demo_end_to_end_on_a_sample(tmp_path):
     result = CliRunner().invoke(
         main,
-        ["demo", "--out", str(tmp_path), "--limit", "150", "--teacher-epochs", "1", "--distill-epochs", "1", "--quiet"],
+        [
+            "demo",
+            "--out",
+            str(tmp_path),
+            "--limit",
+            "150",
+            "--teacher-epochs",
+            "1",
+            "--distill-epochs",
+            "1",
+            "--bundles",
+            "fp16,int8",
+            "--quiet",
+        ],  # fmt: skip
     )
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "report.json").read_text())
@@ -125,3 +103,5 @@ def test_demo_end_to_end_on_a_sample(tmp_path):
     assert report["parameters"]["student"] < 20e6  # 4 layers and a pruned vocabulary
     assert set(report["accuracy_by_language"]["dev"]) == {"zh", "en"}
     assert "retained" in result.output and "check: PASSED" in result.output
+    assert [row["bundle"] for row in report["bundles"]] == ["fp16", "int8"]
+    assert report["bundles"][1]["precision"] == "int8-block" and report["bundles"][1]["kind"].endswith("emb 160")

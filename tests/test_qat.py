@@ -68,7 +68,7 @@ def _students(root: Path) -> dict[str, Path]:
 @cache
 def _bundle(root: Path, name: str, precision: str) -> Path:
     out = root / f"bundle-{name}-{precision}"
-    args = ["export", str(_students(root)[name]), "--out", str(out), "--seq-len", "24", "--texts", "8", "--quiet"]
+    args = ["export", str(_students(root)[name]), "--out", str(out), "--seq-len", "24", "--n-texts", "8", "--quiet"]
     args += ["--precision", precision, "--quantize", f"{name}-block", *IOS18]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output + repr(result.exception)
@@ -214,7 +214,7 @@ def test_an_fp16_program_holds_the_codes_bit_for_bit_and_check_passes(root):
     assert np.array_equal(op.data.val.astype(np.uint8), unpack(np.array(layer.weight), 4))
     assert op.scale.val.dtype == np.float16 and np.array_equal(op.scale.val.astype(np.float32), np.array(layer.scales))
     assert np.array_equal(-op.offset.val.astype(np.float32) * op.scale.val.astype(np.float32), np.array(layer.biases))
-    result = CliRunner().invoke(main, ["check", str(bundle), "--texts", "8", "--json"])
+    result = CliRunner().invoke(main, ["check", str(bundle), "--n-texts", "8", "--json"])
     assert result.exit_code == 0, result.output
     parity = _results(json.loads(result.output))["parity.encoder.program"]["figures"]
     assert parity["compared"] == ["embedding", "logits"] and parity["tolerance"] == 2e-2  # fp16's, not int4's 0.10
@@ -236,7 +236,7 @@ def test_a_flipped_code_in_weight_bin_is_caught_by_check(root, tmp_path):
     manifest = json.loads((bundle / "manifest.json").read_text())  # resealed: the numbers must tell
     manifest["files"][WEIGHT_BLOB] = {"sha256": sha256_file(blob), "bytes": blob.stat().st_size}
     (bundle / "manifest.json").write_text(json.dumps(manifest))
-    result = CliRunner().invoke(main, ["check", str(bundle), "--texts", "8", "--json"])
+    result = CliRunner().invoke(main, ["check", str(bundle), "--n-texts", "8", "--json"])
     assert result.exit_code == CHECK_FAILED, result.output
     results = _results(json.loads(result.output))
     assert not results["weights.encoder"]["ok"] and results["files.sha256"]["ok"]
@@ -299,7 +299,7 @@ def test_biases_that_are_not_whole_multiples_of_scales_are_refused(root, tmp_pat
 
 def _distill(teacher, train, out, *options):
     args = ["distill", "--teacher", str(teacher), "--train", str(train), "--out", str(out), "--epochs", "1"]
-    return CliRunner().invoke(main, [*args, "--batch-size", "16", "--lr", "2e-3", "--quiet", *options])
+    return CliRunner().invoke(main, [*args, "--batch-size", "16", "--learning-rate", "2e-3", "--quiet", *options])
 
 
 def test_distill_quantize_saves_a_quantized_student_and_continues_it(trained_teacher, toy_data, tmp_path):

@@ -66,7 +66,8 @@ def seed(workdir: Path) -> dict:
         directory.mkdir(parents=True)
         (directory / "bundle.zip").write_bytes(b"PK\x05\x06" + b"\0" * 18)
         (directory / LOG_NAME).write_text("admin's log line\n")
-        (directory / "result.json").write_text(json.dumps({"kind": "adapt", "download": "bundle.zip"}))
+        result = {"kind": "adapt", "download": "bundle.zip", "downloads": {"fp16": "bundle.zip"}}
+        (directory / "result.json").write_text(json.dumps(result))
         interrupted = db.add_job(user_id=admin, kind="adapt", title="admin's paused job", params={})
         db.update_job(interrupted, status="interrupted", error="the server stopped")
         bob = db.user(name="bob")["id"]
@@ -109,7 +110,13 @@ def test_a_second_user_cannot_see_or_touch_the_admins_jobs(served):
     bob, token = login(server.url, "bob", OTHER)
     admin, _ = login(server.url)
     for job in (jobs["done"], jobs["interrupted"]):
-        for path in (f"/jobs/{job}", f"/api/jobs/{job}", f"/jobs/{job}/log", f"/jobs/{job}/download"):
+        for path in (
+            f"/jobs/{job}",
+            f"/api/jobs/{job}",
+            f"/jobs/{job}/log",
+            f"/jobs/{job}/download",
+            f"/jobs/{job}/download/fp16",
+        ):
             assert bob.get(path).status_code == 404, path
         assert bob.get(f"/jobs/{job}/events", headers={"accept": "text/event-stream"}).status_code == 404
         for action in ("cancel", "resume"):
@@ -120,6 +127,8 @@ def test_a_second_user_cannot_see_or_touch_the_admins_jobs(served):
     assert admin.get(f"/api/jobs/{jobs['interrupted']}").json()["status"] == "interrupted"
     assert admin.get(f"/jobs/{jobs['done']}/log").text == "admin's log line\n"
     assert admin.get(f"/jobs/{jobs['done']}/download").status_code == 200
+    assert admin.get(f"/jobs/{jobs['done']}/download/fp16").status_code == 200
+    assert admin.get(f"/jobs/{jobs['done']}/download/int8").status_code == 404  # a kind the job did not make
     assert {j["title"] for j in admin.get("/api/jobs").json()} >= {"admin's secret job", "bob's job"}
 
 
@@ -129,6 +138,7 @@ def test_a_stranger_and_a_forged_cookie_get_nothing(served):
         stranger = httpx.Client(base_url=server.url, timeout=30, cookies=cookies)
         assert stranger.get(f"/api/jobs/{jobs['done']}").status_code == 401
         assert stranger.get(f"/jobs/{jobs['done']}/download").status_code == 401
+        assert stranger.get(f"/jobs/{jobs['done']}/download/fp16").status_code == 401
         assert stranger.get("/").status_code == 303
 
 
@@ -228,7 +238,7 @@ def test_model_fields_name_no_server_files(served):
         assert response.status_code == 400, (field, value)
         return response.text
 
-    existing, missing = error_for("student", "/etc/passwd"), error_for("student", "/etc/nope")
+    existing, missing = error_for("distill_student", "/etc/passwd"), error_for("distill_student", "/etc/nope")
     assert "/etc/passwd" in existing and existing.replace("/etc/passwd", "X") == missing.replace("/etc/nope", "X")
     for field, value in [("teacher", "/"), ("augment_llm", "/etc"), ("teacher", "../work")]:
         assert "nor a path in the models folder" in error_for(field, value)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from mlx_edge.settings import BUNDLE_KINDS
 from tests.helpers.browser import (
     PASSWORD,
     ROOT,
@@ -66,12 +67,16 @@ def test_login_upload_run_watch_download_check(tmp_path, browser):
         browser.find_element(By.ID, "data-upload").click()
         browser.find_element(By.ID, "train_file").send_keys(str(train))
         browser.find_element(By.ID, "dev_file").send_keys(str(dev))
-        for name, value in distill_form(teacher, student).items():
-            if name in ("kind", "data", "device"):
+        form = distill_form(teacher, student)
+        for name, value in form.items():
+            if name in ("kind", "data", "device", "bundles"):
                 continue
             box = browser.find_element(By.ID, name)
             box.clear()
             box.send_keys(str(value))
+        for kind in BUNDLE_KINDS:  # every kind starts ticked: untick those the form leaves out
+            if kind not in form["bundles"]:
+                browser.find_element(By.ID, f"bundles-{kind}").click()
         browser.find_element(By.ID, "start").click()
         wait_for(lambda: "/jobs/1" in browser.current_url, 15, "the job page")
 
@@ -95,6 +100,8 @@ def test_login_upload_run_watch_download_check(tmp_path, browser):
         wait_for(lambda: _text(browser, "check") == "check PASSED", 15, "the finished page's report")
         assert browser.find_element(By.CSS_SELECTOR, "#accuracy tbody tr")
         assert "Head.mlmodel" in browser.find_element(By.ID, "bundle").text
+        assert browser.find_element(By.ID, "recommended").text == "recommended"  # the one bundle made
+        assert browser.find_element(By.ID, "download-fp16").get_attribute("href").endswith("/download/fp16")
         wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#charts figure"), 15, "the curves")
         assert "MB resident" in browser.find_element(By.ID, "stat-memory").text
         _screenshot(browser, tmp_path)

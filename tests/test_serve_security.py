@@ -60,10 +60,14 @@ def test_every_route_needs_a_session(app):
     client = TestClient(app)
     found = routes(app)
     assert ("GET", "/jobs/1/download") in found and ("GET", "/jobs/1/events") in found and ("POST", "/jobs") in found
+    assert ("GET", "/jobs/1/download/1") in found  # one bundle of the ladder
     for method, path in found:
         response = client.request(method, path, follow_redirects=False)
         is_page = (
-            method == "GET" and not path.startswith("/api/") and not path.endswith(("/events", "/download", "/log"))
+            method == "GET"
+            and not path.startswith("/api/")
+            and not path.endswith(("/events", "/download", "/log"))
+            and "/download/" not in path
         )
         if is_page:
             assert (response.status_code, response.headers["location"]) == (303, "/login"), (method, path)
@@ -342,6 +346,7 @@ def test_a_user_cannot_see_or_touch_another_users_job(two_users):
         f"/api/jobs/{job}",
         f"/jobs/{job}/log",
         f"/jobs/{job}/download",
+        f"/jobs/{job}/download/fp16",
         f"/jobs/{job}/events",
     ):
         response = bob.get(path)
@@ -390,7 +395,13 @@ def test_ids_and_cursors_are_parsed_strictly(two_users):
     app, jobs = two_users
     alice, _ = login(app, "alice")
     huge = "99999999999999999999999"  # past SQLite's INTEGER: once an OverflowError and a 500
-    for path in (f"/jobs/{huge}", f"/api/jobs/{huge}", f"/jobs/{huge}/log", f"/jobs/{huge}/download"):
+    for path in (
+        f"/jobs/{huge}",
+        f"/api/jobs/{huge}",
+        f"/jobs/{huge}/log",
+        f"/jobs/{huge}/download",
+        f"/jobs/{huge}/download/fp16",
+    ):
         assert alice.get(path).status_code == 404, path
     job = jobs["alice"]
     for after in ("²", "-1", "1e3", "9" * 40):  # '²'.isdigit() is True, int('²') raises

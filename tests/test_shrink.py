@@ -189,7 +189,7 @@ def test_wordpiece_extra_pieces_follow_the_vocabulary_order(tmp_path):
 def test_frozen_embeddings_stay_the_teachers_rows(trained_teacher, toy_data, tmp_path, frozen):
     out = tmp_path / "s"
     args = ["distill", "--teacher", str(trained_teacher), "--train", str(toy_data[0]), "--dev", str(toy_data[1]),
-            "--student", "half", "--init", "teacher", "--vocab", "all", "--lr", "1e-2", "--max-steps", "3",
+            "--student", "half", "--init", "teacher", "--vocab", "all", "--learning-rate", "1e-2", "--max-steps", "3",
             "--out", str(out), "--quiet"]  # fmt: skip
     result = CliRunner().invoke(main, args + (["--freeze-embeddings"] if frozen else []))
     assert result.exit_code == 0, result.output

@@ -82,14 +82,14 @@ def test_predict_reads_a_static_student(static_student):
 def test_export_then_check_passes(static_student, tmp_path):
     out, _ = static_student
     bundle = tmp_path / "bundle"
-    result = CliRunner().invoke(main, ["export", str(out), "--out", str(bundle), "--texts", "8", "--quiet"])
+    result = CliRunner().invoke(main, ["export", str(out), "--out", str(bundle), "--n-texts", "8", "--quiet"])
     assert result.exit_code == 0, result.output
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["student"]["kind"] == "static" and manifest["student"]["num_hidden_layers"] == 0
     assert manifest["models"]["encoder"]["embedding_output"] == "embedding"
     assert manifest["models"]["head"]["inputs"][0]["shape"] == [8]  # the head takes the table's width
     assert sorted(manifest["models"]) == ["encoder", "head"]
-    result = CliRunner().invoke(main, ["check", str(bundle), "--texts", "8", "--json"])
+    result = CliRunner().invoke(main, ["check", str(bundle), "--n-texts", "8", "--json"])
     assert result.exit_code == 0, result.output
     checks = {r["name"]: r for r in json.loads(result.stdout)["results"]}
     for name in ("weights.encoder", "parity.mirror_vs_mlx", "parity.encoder.program", "tokenizer.vocabulary"):

@@ -293,7 +293,7 @@ def test_ddp_two_gloo_processes_on_cpu(base_dir, toy_data, tmp_path):
             str(out),
             "--epochs",
             "2",
-            "--lr",
+            "--learning-rate",
             "1e-3",
             "--batch-size",
             "8",
@@ -344,7 +344,7 @@ def test_real_minilm_fine_tunes_well_above_chance(minilm_dir, tmp_path):
             str(out),
             "--epochs",
             "2",
-            "--lr",
+            "--learning-rate",
             "2e-4",
             "--batch-size",
             "32",
@@ -362,7 +362,7 @@ def test_real_minilm_fine_tunes_well_above_chance(minilm_dir, tmp_path):
 def test_frozen_embeddings_stay_as_pretrained(base_dir, toy_data, tmp_path, frozen):
     train, dev = toy_data
     args = ["teacher", "train", "--model", str(base_dir), "--train", str(train), "--dev", str(dev),
-            "--out", str(tmp_path / "t"), "--epochs", "1", "--lr", "1e-2", "--quiet"]  # fmt: skip
+            "--out", str(tmp_path / "t"), "--epochs", "1", "--learning-rate", "1e-2", "--quiet"]  # fmt: skip
     result = CliRunner().invoke(main, args + (["--freeze-embeddings"] if frozen else []))
     assert result.exit_code == 0, result.output
     name = "bert.embeddings.word_embeddings.weight"

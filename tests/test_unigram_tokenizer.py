@@ -70,7 +70,7 @@ def test_a_malformed_unigram_tokenizer_is_one_line(unigram_dir, tmp_path):
 def _export_unigram(tmp, *extra: str):
     student = build_tiny_unigram_bert(tmp / "student", seed=3, initializer_range=0.2)
     out = tmp / "bundle"
-    args = ["export", str(student), "--out", str(out), "--seq-len", "32", "--texts", "8", "--quiet", *extra]
+    args = ["export", str(student), "--out", str(out), "--seq-len", "32", "--n-texts", "8", "--quiet", *extra]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     return out

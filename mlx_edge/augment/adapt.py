@@ -299,7 +299,7 @@ class _Report:
         if not math.isfinite(loss):
             raise AdaptError(
                 f"step {step}: the loss went bad (loss={loss}); training stopped and nothing was written",
-                "lower --lr, or check the data",
+                "lower --learning-rate, or check the data",
             )
         self.losses.append((step, loss))
         self.trained_tokens = info["trained_tokens"]

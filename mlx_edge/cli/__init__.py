@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from mlx_edge import __version__
-from mlx_edge.cli import augment, bench, data, distill, doctor, export, predict, run, serve, teacher
+from mlx_edge.cli import augment, bench, data, distill, doctor, export, init, predict, run, serve, teacher
 from mlx_edge.cli.options import Group
 
 
@@ -20,17 +20,19 @@ def main():
 
     \b
     Start here:
-      mlx-edge doctor              is this install usable, which devices and BLAS
-      mlx-edge demo                the whole pipeline on the dataset mlx-edge ships
-      mlx-edge data train.csv      check a labeled file before training
-      mlx-edge run pipeline.toml   your data: teacher → student → checked CoreML bundle
-      mlx-edge serve               the same from a browser: log in, start jobs, watch the curves
+      mlx-edge doctor                          is this install usable, which devices and BLAS
+      mlx-edge demo                            the whole pipeline on the dataset mlx-edge ships
+      mlx-edge data train.csv                  check a labeled file before training
+      mlx-edge init my.toml --train train.csv  a config for your files, every setting commented
+      mlx-edge run my.toml                     your data: teacher → student → checked CoreML bundle
+      mlx-edge serve                           the same from a browser: log in, start jobs, watch the curves
     """
 
 
 for command in (
     doctor.doctor,
     data.data,
+    init.init,
     predict.predict,
     teacher.teacher,
     augment.augment,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mlx_edge.cli.options import FiniteFloatRange, with_columns
+from mlx_edge.cli.options import FiniteFloatRange, renamed, with_columns
 from mlx_edge.settings import ADAPT
 
 
@@ -35,13 +35,13 @@ from mlx_edge.settings import ADAPT
     "--batch-size", type=click.IntRange(1), default=ADAPT.batch_size, show_default=True, help="Prompts per step."
 )
 @click.option(
-    "--lr",
-    "learning_rate",
+    "--learning-rate",
     type=FiniteFloatRange(0, min_open=True),
     default=ADAPT.learning_rate,
     show_default=True,
     help="Adam learning rate.",
 )
+@renamed("--lr", "--learning-rate")
 @click.option(
     "--max-seq-length",
     type=click.IntRange(32),

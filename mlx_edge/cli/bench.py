@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from mlx_edge.cli.options import FiniteFloatRange, echo_err
+from mlx_edge.cli.options import FiniteFloatRange, echo_err, renamed
 from mlx_edge.errors import BENCH_DISAGREEMENT
 from mlx_edge.settings import BENCH
 
@@ -89,12 +89,13 @@ def _names(allowed):
     help="Sequence lengths of the inference workloads.",
 )
 @click.option(
-    "--batch-sizes",
+    "--infer-batches",
     callback=_int_list,
-    default="1,32",
+    default=",".join(map(str, BENCH.infer_batches)),
     show_default=True,
     help="Batch sizes of the inference workloads (1 = latency, 32 = throughput).",
 )
+@renamed("--batch-sizes", "--infer-batches")
 @click.option(
     "--train-batch",
     type=click.IntRange(1),
@@ -103,23 +104,24 @@ def _names(allowed):
     help="Batch size of the train/distill/label workloads.",
 )
 @click.option(
-    "--train-seq-len",
+    "--train-seq",
     type=click.IntRange(2),
-    default=None,
+    default=BENCH.train_seq,
     help="Sequence length of the train/distill/label workloads; default: the largest --seq-lens.",
 )
+@renamed("--train-seq-len", "--train-seq")
 @click.option("--warmup", type=click.IntRange(0), default=BENCH.warmup, show_default=True, help="Untimed steps first.")
 @click.option(
     "--repeats", type=click.IntRange(1), default=BENCH.repeats, show_default=True, help="Timed steps (at most)."
 )
 @click.option(
-    "--budget",
-    "budget_s",
+    "--budget-s",
     type=FiniteFloatRange(0.1),
     default=BENCH.budget_s,
     show_default=True,
     help="Seconds of timed steps per workload and backend before repeats stop early.",
 )
+@renamed("--budget", "--budget-s")
 @click.option(
     "--threads",
     type=click.IntRange(1),
@@ -128,11 +130,12 @@ def _names(allowed):
     "(default: all cores). MLX uses OpenBLAS's own setting (OPENBLAS_NUM_THREADS).",
 )
 @click.option(
-    "--matmul-size",
+    "--matmul-n",
     type=click.IntRange(16),
-    default=None,
+    default=BENCH.matmul_n,
     help="n of the n x n x n fp32 matmul whose FLOP/s is the peak (default 1024 on CPUs, 4096 on GPUs).",
 )
+@renamed("--matmul-size", "--matmul-n")
 @click.option("--seed", type=int, default=BENCH.seed, show_default=True, help="Seed of the random weights and inputs.")
 @click.option(
     "--json",
@@ -155,14 +158,14 @@ def bench(
     backends,
     workloads,
     seq_lens,
-    batch_sizes,
+    infer_batches,
     train_batch,
-    train_seq_len,
+    train_seq,
     warmup,
     repeats,
     budget_s,
     threads,
-    matmul_size,
+    matmul_n,
     seed,
     json_path,
     plot_path,
@@ -191,14 +194,14 @@ def bench(
         backends=backends,
         workloads=tuple(workloads),
         seq_lens=seq_lens,
-        infer_batches=batch_sizes,
+        infer_batches=infer_batches,
         train_batch=train_batch,
-        train_seq=train_seq_len,
+        train_seq=train_seq,
         warmup=warmup,
         repeats=repeats,
         budget_s=budget_s,
         threads=threads,
-        matmul_n=matmul_size,
+        matmul_n=matmul_n,
         seed=seed,
         log=None if quiet else (lambda msg: echo_err(msg)),
     )

@@ -14,6 +14,7 @@ from mlx_edge.cli.options import (
     echo_err,
     layer_list,
     optimizer_options,
+    renamed,
     with_columns,
 )
 from mlx_edge.distill.static_settings import STATIC
@@ -49,7 +50,7 @@ from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
     show_default=True,
     help="Preset (tiny, small, small-512, half), a BERT config .json, a student directory to continue, or "
     "static: a token table from the teacher's embeddings, mean-pooled (model2vec style; its own defaults: "
-    f"--vocab-extra {STATIC.vocab_extra} --lr {STATIC.learning_rate:g} --epochs {STATIC.epochs} unless given; "
+    f"--vocab-extra {STATIC.vocab_extra} --learning-rate {STATIC.learning_rate:g} --epochs {STATIC.epochs} unless given; "
     "no layers, so kd/ce losses only).",
 )
 @click.option(
@@ -65,7 +66,7 @@ from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
     default=DISTILL.init,
     show_default=True,
     help="auto: teacher when the student's shape allows it (the teacher's head count, no wider parts), "
-    "else embeddings; random; embeddings: the teacher's word embeddings (PCA to a narrower student's width), the rest "
+    "else embeddings (random for a student wider than the teacher); random; embeddings: the teacher's word embeddings (PCA to a narrower student's width), the rest "
     "random; teacher: embeddings and a subset of teacher layers, cut to a narrower student's widths by "
     "activation on the training data (its head count must match).",
 )
@@ -130,13 +131,13 @@ from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
     "--batch-size", type=click.IntRange(1), default=DISTILL.batch_size, show_default=True, help="Examples per step."
 )
 @click.option(
-    "--lr",
-    "learning_rate",
+    "--learning-rate",
     type=FiniteFloatRange(0, min_open=True),
     default=DISTILL.learning_rate,
     show_default=True,
     help="Peak learning rate (AdamW, warmup then linear decay).",
 )
+@renamed("--lr", "--learning-rate")
 @click.option(
     "--max-length",
     type=click.IntRange(8, 4096),
@@ -172,7 +173,6 @@ from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
 )
 @click.option(
     "--two-stage",
-    "two_stage_epochs",
     type=click.IntRange(0),
     default=DISTILL.two_stage,
     show_default=True,
@@ -243,7 +243,7 @@ def distill(
     attention_weight,
     embedding_weight,
     attention_loss,
-    two_stage_epochs,
+    two_stage,
     warmup_ratio,
     weight_decay,
     grad_accum,
@@ -276,7 +276,7 @@ def distill(
       mlx-edge distill --teacher teacher --train train.csv --targets targets --student half \\
           --init teacher --hidden-weight 1 --attention-weight 1 --out student
       mlx-edge distill --teacher teacher --train train.csv --targets targets --student student \\
-          --quantize int4 --epochs 2 --lr 5e-5 --out student-int4
+          --quantize int4 --epochs 2 --learning-rate 5e-5 --out student-int4
     """
     from mlx_edge.distill.api import distill as run  # lazy: --help stays instant
     from mlx_edge.distill.loop import LoopConfig  # lazy: --help stays instant
@@ -306,7 +306,7 @@ def distill(
         attention_weight=attention_weight,
         embedding_weight=embedding_weight,
         attention_loss=attention_loss,
-        two_stage=two_stage_epochs,
+        two_stage=two_stage,
         patience=patience,
         checkpoint_every=checkpoint_every,
         max_steps=max_steps,

@@ -34,7 +34,7 @@ WHY = {
     "attention_weight": "it has no attention maps to match",
     "embedding_weight": "it has no embedding layer output to match",
     "attention_loss": "it has no attention maps",
-    "two_stage_epochs": "it has no intermediate losses",
+    "two_stage": "it has no intermediate losses",
 }
 # The library's arguments `distill_static` takes as they are (the rest are mapped or dropped below).
 PASSED = (

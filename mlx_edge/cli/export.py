@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from mlx_edge.cli.options import FiniteFloatRange, device_option
+from mlx_edge.cli.options import FiniteFloatRange, device_option, renamed
 from mlx_edge.errors import CHECK_FAILED, MlxEdgeError
 from mlx_edge.settings import EXPORT, ExportSettings
 
@@ -110,45 +110,49 @@ def _seq_len(ctx, param, value):
     help="How the palette is built (kmeans needs scikit-learn).",
 )
 @click.option(
-    "--optimizer",
+    "--head-optimizer",
     type=click.Choice(["sgd", "adam"]),
-    default=EXPORT.optimizer,
+    default=EXPORT.head_optimizer,
     show_default=True,
     help="On-device optimizer of the head (Adam keeps two more copies of the weights).",
 )
 @click.option(
-    "--learning-rate",
+    "--head-learning-rate",
     type=FiniteFloatRange(1e-5, 1.0),
-    default=EXPORT.learning_rate,
+    default=EXPORT.head_learning_rate,
     show_default=True,
     help="Head learning rate baked into Head.mlmodel (apps may override within 1e-5..1).",
 )
 @click.option(
-    "--batch-size",
+    "--head-batch-size",
     type=click.Choice(["1", "2", "4", "8", "16", "32", "64"]),
-    default=str(EXPORT.batch_size),
+    default=str(EXPORT.head_batch_size),
     show_default=True,
     help="Head mini-batch size baked into Head.mlmodel.",
 )
 @click.option(
-    "--epochs",
+    "--head-epochs",
     type=click.IntRange(1, 200),
-    default=EXPORT.epochs,
+    default=EXPORT.head_epochs,
     show_default=True,
     help="Head epochs baked into Head.mlmodel (apps may choose 1-200).",
 )
+@renamed("--optimizer", "--head-optimizer")
+@renamed("--learning-rate", "--head-learning-rate")
+@renamed("--batch-size", "--head-batch-size")
+@renamed("--epochs", "--head-epochs")
 @click.option("--author", default=EXPORT.author, help="Author recorded in the models' metadata.")
-@click.option("--license", "license_", default="", help="Licence recorded in the models' metadata.")
-@click.option("--model-version", default="1.0", show_default=True, help="Version string of the models.")
+@click.option("--license", default=EXPORT.license, help="Licence recorded in the models' metadata.")
+@click.option("--model-version", default=EXPORT.model_version, show_default=True, help="Version string of the models.")
 @click.option("--description", default=EXPORT.description, help="Short description of the models.")
 @click.option(
-    "--texts",
-    "n_texts",
+    "--n-texts",
     type=click.IntRange(1, 600),
     default=EXPORT.n_texts,
     show_default=True,
     help="Dev-set texts used for the parity checks run before the bundle is written.",
 )
+@renamed("--texts", "--n-texts")
 @click.option(
     "--extras",
     default=",".join(EXPORT.extras),
@@ -175,12 +179,12 @@ def export(
     block_size,
     palettize_bits,
     palettize_mode,
-    optimizer,
-    learning_rate,
-    batch_size,
-    epochs,
+    head_optimizer,
+    head_learning_rate,
+    head_batch_size,
+    head_epochs,
     author,
-    license_,
+    license,
     model_version,
     description,
     n_texts,
@@ -220,13 +224,13 @@ def export(
         block_size=block_size,
         palettize_bits=int(palettize_bits),
         palettize_mode=palettize_mode,
-        optimizer=optimizer,
-        learning_rate=learning_rate,
-        batch_size=int(batch_size),
-        epochs=epochs,
+        head_optimizer=head_optimizer,
+        head_learning_rate=head_learning_rate,
+        head_batch_size=int(head_batch_size),
+        head_epochs=head_epochs,
         author=author,
-        license=license_,
-        version=model_version,
+        license=license,
+        model_version=model_version,
         description=description,
         force=force,
         n_texts=n_texts,
@@ -261,13 +265,13 @@ def export(
     help="The student the bundle came from (default: the path in manifest.json).",
 )
 @click.option(
-    "--texts",
-    "n_texts",
+    "--n-texts",
     type=click.IntRange(1, 600),
-    default=32,
+    default=EXPORT.n_texts,
     show_default=True,
     help="Dev-set texts for the numeric alignment checks.",
 )
+@renamed("--texts", "--n-texts")
 @device_option
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def check(bundle_dir, student_dir, n_texts, device, as_json):

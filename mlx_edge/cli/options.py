@@ -93,6 +93,45 @@ class FiniteFloatRange(click.FloatRange):
         return number
 
 
+class OldName(click.Option):
+    """The old spelling of the option `new`, hidden and kept for one release: given, it prints a note and
+    its text goes to `new` as if `new` had been given (so `new`'s type checks it, and the command sees
+    its value given on the command line); given together with `new`, it is a usage error."""
+
+    def __init__(self, *args, new: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.new = new
+
+    def target(self, command: click.Command) -> click.Option:
+        """The current option this spelling stands for."""
+        return next(p for p in command.params if self.new in getattr(p, "opts", ()) and not p.hidden)
+
+    def handle_parse_result(self, ctx, opts, args):
+        # Eager: this runs before the options that are not, so the value is in place when `new`'s turn comes.
+        if self.name in opts:
+            old, name = self.opts[0], self.target(ctx.command).name
+            if name in opts:
+                raise click.UsageError(f"{old} and {self.new} are one option: give {self.new} only", ctx)
+            if not ctx.resilient_parsing:
+                click.echo(f"note: {old} is now {self.new}; the old spelling goes in the next release", err=True)
+            opts[name] = opts.pop(self.name)
+        return super().handle_parse_result(ctx, opts, args)
+
+
+def renamed(old: str, new: str):
+    """A click decorator: `old` (e.g. "--lr") keeps working as a hidden spelling of the option `new`."""
+    return click.option(
+        old,
+        "old_" + old.lstrip("-").replace("-", "_"),  # its own name: "--learning-rate" may be another option's
+        cls=OldName,
+        new=new,
+        hidden=True,
+        is_eager=True,
+        expose_value=False,
+        help=f"The old spelling of {new}, kept for one release.",
+    )
+
+
 device_option = click.option(
     "--device",
     type=click.Choice(["auto", "cpu", "gpu", "cuda", "mps"]),

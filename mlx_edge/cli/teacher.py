@@ -7,7 +7,15 @@ from pathlib import Path
 
 import click
 
-from mlx_edge.cli.options import FiniteFloatRange, device_option, echo_err, layer_list, optimizer_options, with_columns
+from mlx_edge.cli.options import (
+    FiniteFloatRange,
+    device_option,
+    echo_err,
+    layer_list,
+    optimizer_options,
+    renamed,
+    with_columns,
+)
 from mlx_edge.settings import LABEL, TEACHER
 
 
@@ -42,13 +50,13 @@ def teacher():
     help="Examples per step (per process).",
 )
 @click.option(
-    "--lr",
-    "learning_rate",
+    "--learning-rate",
     type=FiniteFloatRange(0, min_open=True),
     default=TEACHER.learning_rate,
     show_default=True,
     help="Peak learning rate (AdamW).",
 )
+@renamed("--lr", "--learning-rate")
 @click.option(
     "--max-length",
     type=click.IntRange(8, 4096),

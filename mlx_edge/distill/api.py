@@ -168,8 +168,8 @@ def distill(
         else live_targets(teacher_model, mapping, terms_on, resolve_shards(loop.cpu_shards, loop.batch_size))
     )
 
-    if init == "auto":  # cut from the teacher when its shape allows, else its embeddings
-        init = "teacher" if _cuttable(config, teacher_model.config) else "embeddings"
+    if init == "auto":  # cut from the teacher when its shape allows, else its embeddings (PCA: not wider)
+        init = _auto_init(config, teacher_model.config)
     shrink = None
     if init == "teacher" and source is None and _narrower(config, teacher_model.config):
         shrink = _plan_shrink(teacher_model, config, init_layers or list(mapping.values()), train_ids, tokenizer.pad_id)
@@ -289,6 +289,12 @@ def _check_teacher_knows(data, labels: list[str], split: str) -> None:
             f"{split} file {data.source} has labels the teacher was not trained on: {', '.join(unknown)}",
             f"the teacher knows {', '.join(labels)}: fine-tune a teacher on this label set",
         )
+
+
+def _auto_init(student, teacher) -> str:
+    if _cuttable(student, teacher):
+        return "teacher"
+    return "embeddings" if student.hidden_size <= teacher.hidden_size else "random"
 
 
 def _cuttable(student, teacher) -> bool:

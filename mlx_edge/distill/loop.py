@@ -234,5 +234,5 @@ def _nan_guard(values: np.ndarray, loss: mx.array, step: int, work: Path) -> Non
     )
     raise DistillError(
         f"step {step}: loss went bad ({', '.join(bad)}); training stopped and {where}",
-        "lower --lr, or check the targets (a NaN/inf teacher logit?)",
+        "lower --learning-rate, or check the targets (a NaN/inf teacher logit?)",
     )

@@ -63,9 +63,7 @@ class RequireSession:
             return
         user = await anyio.to_thread.run_sync(session_user, self.db, scope["session"])
         if user is None:
-            page = scope["method"] == "GET" and not scope["path"].startswith("/api/")
-            page = page and not scope["path"].endswith(("/events", "/download", "/log"))
-            if page:
+            if is_page(scope["method"], scope["path"]):
                 response = RedirectResponse("/login", status_code=303)
             else:
                 response = JSONResponse({"error": "log in first"}, status_code=401)
@@ -73,6 +71,13 @@ class RequireSession:
             return
         scope["user"] = user
         await self.app(scope, receive, send)
+
+
+def is_page(method: str, path: str) -> bool:
+    """A page a browser navigates to (a GET of neither the API, a live stream, a log nor a download)."""
+    if method != "GET" or path.startswith("/api/") or "/download/" in path:  # /jobs/<id>/download/<kind>
+        return False
+    return not path.endswith(("/events", "/download", "/log"))
 
 
 class BodyLimit:

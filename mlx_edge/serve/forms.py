@@ -11,7 +11,7 @@ from mlx_edge.distill.student import PRESETS
 from mlx_edge.models.builtin import BUILTIN_TEACHERS, PACKAGED_TEACHERS
 from mlx_edge.models.builtin_llm import BUILTIN_LLMS
 from mlx_edge.runtime.devices import DEVICE_CHOICES
-from mlx_edge.settings import ADAPT, DEMO_TEACHER
+from mlx_edge.settings import ADAPT, BUNDLE_KINDS, DEMO_TEACHER, DISTILL, PIPELINE, TEACHER
 
 KINDS = ("distill", "adapt")
 STUDENTS = (*PRESETS, "half")
@@ -20,19 +20,37 @@ DEFAULT_LLM = next(iter(BUILTIN_LLMS))
 
 # What a new form shows: the demo's recipe (mlx_edge/demo.py; importing it here would pull torch into the
 # server, so tests/test_serve_forms.py keeps the two equal), and `augment adapt`'s own defaults.
+# One name per setting: "<section>_<key>" for a stage's setting, the bare key for a [pipeline] one, and the
+# demo's own names (`mlx-edge demo --teacher / --limit`) for `teacher` and `limit`; `data` picks the files.
 DISTILL_DEFAULTS = {
     "data": "todo",
     "limit": "",
     "teacher": DEMO_TEACHER,
-    "student": "tiny",
-    "teacher_epochs": "3",
-    "distill_epochs": "10",
-    "max_length": "64",
-    "teacher_lr": "5e-05",
-    "student_lr": "0.0002",
+    "distill_student": DISTILL.student,
+    "teacher_epochs": str(TEACHER.epochs),
+    "distill_epochs": str(DISTILL.epochs),
+    "teacher_max_length": "",  # empty: auto (the smallest length that holds 99% of the training texts)
+    "teacher_learning_rate": str(TEACHER.learning_rate),
+    "distill_learning_rate": str(DISTILL.learning_rate),
     "augment_per_class": "20",
     "augment_llm": DEFAULT_LLM,
-    "device": "auto",
+    "device": PIPELINE.device,
+    "bundles": list(PIPELINE.bundles),
+}
+# The job form's box for each kind of the ladder (docs/bundles.md has the recipes).
+BUNDLE_HINTS = {
+    "fp16": "the distilled student, 16-bit weights (iOS 16)",
+    "int8": "the same student, its word table split, 8-bit codes (iOS 18)",
+    "int4": "a student of its own, trained quantized, 4-bit codes (iOS 18)",
+    "static": "a token table, mean-pooled, no layers (iOS 16)",
+}
+# A job's params from before the renames (and the ladder: those jobs made the fp16 bundle only).
+LEGACY_PARAMS = {
+    "student": "distill_student",
+    "max_length": "teacher_max_length",
+    "teacher_lr": "teacher_learning_rate",
+    "student_lr": "distill_learning_rate",
+    "augment": "augment_per_class",
 }
 ADAPT_DEFAULTS = {
     "model": DEFAULT_LLM,
@@ -49,7 +67,7 @@ class FormErrors(Exception):
 
 
 class _Reader:
-    def __init__(self, form: Mapping[str, str], defaults: dict[str, str], models_dir: Path | None = None):
+    def __init__(self, form: Mapping[str, str | list[str]], defaults: dict, models_dir: Path | None = None):
         self.form, self.defaults, self.errors = form, defaults, {}
         self.models_dir = Path(models_dir).expanduser().resolve() if models_dir else None
 
@@ -76,6 +94,18 @@ class _Reader:
         value = self.form.get(name)
         return (value if isinstance(value, str) else self.defaults.get(name, "")).strip()
 
+    def choices(self, name: str, allowed: tuple[str, ...]) -> list[str] | None:
+        """A set of checkboxes: the ticked values, in `allowed`'s order. The page sends an empty value beside
+        the boxes, so none ticked is [""]; a form without the field at all (a script's) takes the default."""
+        value = self.form.get(name, self.defaults.get(name, []))
+        ticked = [v for v in ([value] if isinstance(value, str) else value) if v]
+        unknown = [v for v in ticked if v not in allowed]
+        if unknown or not ticked:
+            what = f"{unknown[0]!r} is not one of" if unknown else "tick at least one of"
+            self.errors[name] = f"{what} {', '.join(allowed)}"
+            return None
+        return [v for v in allowed if v in ticked]
+
     def number(self, name: str, kind: type, low: float, high: float, *, optional: bool = False):
         raw = self.text(name)
         if raw == "" and optional:
@@ -91,9 +121,12 @@ class _Reader:
         return value
 
 
-def distill_params(form: Mapping[str, str], files: Mapping[str, str], *, models_dir: Path | None = None) -> dict:
-    """A distillation job's params; `files`: the form's file fields that hold a file → its upload name.
-    Model fields take built-in names, or paths inside `models_dir` (serve --models) when there is one."""
+def distill_params(
+    form: Mapping[str, str | list[str]], files: Mapping[str, str], *, models_dir: Path | None = None
+) -> dict:
+    """A distillation job's params; `files`: the form's file fields that hold a file → its upload name;
+    `form["bundles"]`: the ticked bundle kinds (a list). Model fields take built-in names, or paths inside
+    `models_dir` (serve --models) when there is one."""
     r = _Reader(form, DISTILL_DEFAULTS, models_dir)
     data = r.text("data")
     if data not in ("todo", "upload"):
@@ -104,19 +137,22 @@ def distill_params(form: Mapping[str, str], files: Mapping[str, str], *, models_
         "data": data,
         "limit": r.number("limit", int, 20, 10_000_000, optional=True),
         "teacher": r.model("teacher", TEACHER_NAMES, lambda p: (p / "config.json").is_file(), "a model folder"),
-        "student": r.model("student", STUDENTS, Path.exists, "a student config .json or student folder"),
+        "distill_student": r.model(
+            "distill_student", STUDENTS, Path.exists, "a student config .json or student folder"
+        ),
         "teacher_epochs": r.number("teacher_epochs", int, 1, 100),
         "distill_epochs": r.number("distill_epochs", int, 1, 1000),
-        "max_length": r.number("max_length", int, 8, 512),
-        "teacher_lr": r.number("teacher_lr", float, 1e-7, 1.0),
-        "student_lr": r.number("student_lr", float, 1e-7, 1.0),
-        "augment": r.number("augment_per_class", int, 1, 10_000) if r.form.get("augment") else None,
+        "teacher_max_length": r.number("teacher_max_length", int, 8, 512, optional=True),
+        "teacher_learning_rate": r.number("teacher_learning_rate", float, 1e-7, 1.0),
+        "distill_learning_rate": r.number("distill_learning_rate", float, 1e-7, 1.0),
+        "augment_per_class": r.number("augment_per_class", int, 1, 10_000) if r.form.get("augment") else None,
         "augment_llm": r.model("augment_llm", tuple(BUILTIN_LLMS), Path.is_dir, "an MLX LLM folder")
         if r.text("augment_llm")
         else DEFAULT_LLM,
         "device": _device(r),
+        "bundles": r.choices("bundles", BUNDLE_KINDS),
     }
-    if params["augment"] and data == "upload" and "dev_file" not in files:
+    if params["augment_per_class"] and data == "upload" and "dev_file" not in files:
         r.errors["augment"] = "augment needs a dev file of real examples: upload one, or turn augment off"
     if r.errors:
         raise FormErrors(r.errors)
@@ -147,7 +183,13 @@ def title_of(kind: str, params: dict, files: Mapping[str, str], given: str = "")
     if kind == "adapt":
         return f"LoRA r{params['rank']}: {Path(params['model']).name} on {files.get('data_file', 'data')}"
     data = files.get("train_file", "to-do data") if params["data"] == "upload" else "to-do data"
-    return f"{Path(params['teacher']).name} → {Path(params['student']).name} on {data}"
+    return f"{Path(params['teacher']).name} → {Path(params['distill_student']).name} on {data}"
+
+
+def current_params(params: dict) -> dict:
+    """A distillation job's params under today's names (a job queued before the renames can be resumed)."""
+    renamed = {LEGACY_PARAMS.get(k, k): v for k, v in params.items()}
+    return {"bundles": ["fp16"], "teacher_max_length": None, **renamed}
 
 
 def _device(r: _Reader) -> str | None:

@@ -1,4 +1,5 @@
-"""The pages and API of the service: jobs (list, new, one job with its live view), runs, downloads.
+"""The pages and API of the service: jobs (list, new, one job with its live view), runs, downloads (a
+distillation's bundles one zip each: /jobs/<id>/download/<kind>; /jobs/<id>/download is the one to ship).
 
 Every handler here runs behind app.RequireSession; every POST checks the CSRF token first.
 """
@@ -29,6 +30,7 @@ from mlx_edge.serve.auth import csrf_ok
 from mlx_edge.serve.db import FINAL
 from mlx_edge.serve.forms import (
     ADAPT_DEFAULTS,
+    BUNDLE_HINTS,
     DISTILL_DEFAULTS,
     KINDS,
     STUDENTS,
@@ -40,6 +42,7 @@ from mlx_edge.serve.forms import (
 )
 from mlx_edge.serve.jobs import LOG_NAME, RESUMABLE, job_dir, read_result
 from mlx_edge.serve.uploads import check_quota, check_upload, discard, keep
+from mlx_edge.settings import BUNDLE_KINDS
 
 FILE_FIELDS = {"distill": ("train_file", "dev_file", "test_file"), "adapt": ("data_file",)}
 UPLOAD_KEYS = {"train_file": "train", "dev_file": "dev", "test_file": "test", "data_file": "data"}
@@ -58,6 +61,7 @@ def routes() -> list[Route]:
         Route("/jobs/{job_id:int}/cancel", cancel_job, methods=["POST"]),
         Route("/jobs/{job_id:int}/resume", resume_job, methods=["POST"]),
         Route("/jobs/{job_id:int}/download", download),
+        Route("/jobs/{job_id:int}/download/{kind}", download_bundle),
         Route("/jobs/{job_id:int}/log", job_log),
         Route("/runs", runs_page),
         Route("/api/jobs", api_jobs),
@@ -100,6 +104,8 @@ FILTERS = {
     "duration": _duration,
     "memory": _memory,
     "millions": lambda n: "—" if n is None else f"{n / 1e6:.2f}M",
+    "megabytes": lambda n: "—" if n is None else f"{n / 1e6:.2f}",
+    "ms": lambda v: "—" if v is None else f"{v:.2f}",
     "basename": lambda p: Path(str(p)).name,
     "plain": lambda v: "—" if v is None else ", ".join(f"{k}: {x}" for k, x in v.items()) if isinstance(v, dict) else v,
 }
@@ -154,6 +160,8 @@ def _form(request: Request, kind: str, values: dict, errors: dict, status: int) 
         errors=errors,
         students=STUDENTS,
         teachers=TEACHER_NAMES,
+        bundle_kinds=BUNDLE_KINDS,
+        bundle_hints=BUNDLE_HINTS,
         max_upload_mb=request.app.state.max_upload_mb,
     )
 
@@ -165,6 +173,8 @@ async def create_job(request: Request) -> Response:
             return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)
         kind = form.get("kind") if form.get("kind") in KINDS else "distill"
         values = {k: v for k, v in form.items() if isinstance(v, str)}
+        if "bundles" in form:  # the ticked boxes (and the empty value the page sends beside them)
+            values["bundles"] = [v for v in form.getlist("bundles") if isinstance(v, str)]
         files = {
             field: item
             for field in FILE_FIELDS[kind]
@@ -304,12 +314,24 @@ async def _act(request: Request, action: str) -> Response:
 
 
 async def download(request: Request) -> Response:
+    """The job's zip: its adapter, or the bundle to ship (the recommended one, else the ladder's first)."""
+    return await _send_zip(request, lambda result: result["download"])
+
+
+async def download_bundle(request: Request) -> Response:
+    """One bundle of a distillation's ladder; a kind the job did not make gets the 404 of a missing job."""
+    return await _send_zip(request, lambda result: result.get("downloads", {}).get(request.path_params["kind"]))
+
+
+async def _send_zip(request: Request, pick) -> Response:
+    """The zip `pick(result)` names, of a finished job this user may see (`_job_or_404`), else 404."""
     job = await anyio.to_thread.run_sync(_job_or_404, request)
     result = read_result(request.app.state.workdir, job["id"]) if job and job["status"] == "done" else None
-    if result is None:
-        return JSONResponse({"error": "nothing to download: the job has not finished"}, status_code=404)
-    path = job_dir(request.app.state.workdir, job["id"]) / result["download"]
-    return FileResponse(path, filename=f"mlx-edge-job{job['id']}-{result['download']}", media_type="application/zip")
+    name = pick(result) if result is not None else None
+    if name is None:
+        return JSONResponse({"error": "nothing to download: no such job, bundle or finished job"}, status_code=404)
+    path = job_dir(request.app.state.workdir, job["id"]) / name
+    return FileResponse(path, filename=f"mlx-edge-job{job['id']}-{name}", media_type="application/zip")
 
 
 async def job_log(request: Request) -> Response:

@@ -19,9 +19,10 @@ from mlx_edge.serve.db import Database
 
 FLUSH_S = 0.5
 EPOCH_DESC = re.compile(r"epoch (\d+)/(\d+)")
-STAGE_LINE = re.compile(r"^\[(\w+)\] (running|up to date|done|verifying)")
+STAGE_LINE = re.compile(r"^\[(\w[\w ]*)\] (running|up to date|done|verifying)")  # "[int4 qat] running → ..."
 SPEED_NAMES = {"samples_s": "samples/s", "samples/s": "samples/s", "tokens_per_second": "tokens/s"}
-# Per-epoch files: (stage, candidates while running and once finished, relative to the pipeline's out).
+# Per-epoch files: stage → (candidates while running and once finished, relative to the pipeline's out); the
+# worker adds the ladder's distillations (worker.epoch_files).
 EPOCH_FILES = {
     "teacher": (".teacher.*.partial/metrics.jsonl", "teacher/metrics.jsonl"),
     "distill": (".student.work/metrics.jsonl", "student/metrics.jsonl"),
@@ -30,8 +31,17 @@ EPOCH_NAMES = ("dev_accuracy",)
 
 
 class Reporter:
-    def __init__(self, db: Database, job_id: int, attempt: int, stages: list[str], out: Path | None = None):
+    def __init__(
+        self,
+        db: Database,
+        job_id: int,
+        attempt: int,
+        stages: list[str],
+        out: Path | None = None,
+        epoch_files: dict[str, tuple[str, ...]] = EPOCH_FILES,
+    ):
         self.db, self.job_id, self.attempt, self.out = db, job_id, attempt, out
+        self.epoch_files = epoch_files
         self.stages = {name: "pending" for name in stages}
         self.stage: str | None = None
         self.fraction = 0.0
@@ -99,7 +109,7 @@ class Reporter:
 
     def flush(self) -> None:
         self._last_flush = time.monotonic()
-        for stage in EPOCH_FILES:
+        for stage in self.epoch_files:
             if self.stages.get(stage) == "running":
                 self._read_epochs(stage)
         rows, self._rows = self._rows, []
@@ -120,10 +130,10 @@ class Reporter:
 
     def _read_epochs(self, stage: str) -> None:
         """New lines of the stage's metrics.jsonl (the staging copy while it runs, the final one after)."""
-        if self.out is None or stage not in EPOCH_FILES:
+        if self.out is None or stage not in self.epoch_files:
             return
         lines: list[str] = []
-        for pattern in EPOCH_FILES[stage]:
+        for pattern in self.epoch_files[stage]:
             for path in sorted(self.out.glob(pattern)):
                 found = path.read_text(encoding="utf-8").splitlines()
                 lines = found if len(found) > len(lines) else lines

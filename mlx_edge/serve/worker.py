@@ -2,7 +2,7 @@
 
 The server writes JOB_DIR/job.json (kind, params, database, attempt) and starts this. A distillation
 job runs `mlx-edge run`'s pipeline (mlx_edge.pipeline.run_pipeline, not a copy) with its workspace in
-JOB_DIR/work, then zips the bundle; an adapt job runs mlx_edge.augment.adapt.adapt (mlx-lm's LoRA
+JOB_DIR/work, then zips each bundle of its ladder (bundle-fp16.zip, bundle-int8.zip, ...); an adapt job runs mlx_edge.augment.adapt.adapt (mlx-lm's LoRA
 trainer) into JOB_DIR/adapter. Exit 0: done (result.json written last); else error.txt says why.
 The worker exits when the server that started it dies, and holds JOB_DIR/.lock while it works, so a
 resumed attempt never overlaps one that is still going away.
@@ -21,6 +21,7 @@ import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from mlx_edge import ladder
 from mlx_edge import progress as progress_events
 from mlx_edge.demo import demo_config
 from mlx_edge.errors import MlxEdgeError
@@ -28,15 +29,17 @@ from mlx_edge.fileio import atomic_write_json, atomic_write_text
 from mlx_edge.pipeline import PipelineConfig, format_report, run_pipeline
 from mlx_edge.runtime.devices import mlx_device, torch_placement
 from mlx_edge.serve.db import Database
+from mlx_edge.serve.forms import current_params
 from mlx_edge.serve.jobs import ERROR_NAME
-from mlx_edge.serve.reporter import Reporter
+from mlx_edge.serve.reporter import EPOCH_FILES, Reporter
 
-BUNDLE_ZIP, ADAPTER_ZIP, RESULT_NAME = "bundle.zip", "adapter.zip", "result.json"
+ADAPTER_ZIP, RESULT_NAME = "adapter.zip", "result.json"
 PARENT_POLL_S = 0.5
 
 
 def pipeline_config(params: dict, directory: Path, uploads: dict[str, str]) -> PipelineConfig:
-    """The demo's recipe (mlx_edge/demo.py) with the job's data, teacher, student, epochs and rates."""
+    """The demo's recipe (mlx_edge/demo.py) with the job's data, teacher, student, epochs, rates and bundles."""
+    params = current_params(params)
     config = demo_config(
         out=directory / "work",
         teacher=params["teacher"],
@@ -44,24 +47,57 @@ def pipeline_config(params: dict, directory: Path, uploads: dict[str, str]) -> P
         device=params["device"],
         teacher_epochs=params["teacher_epochs"],
         distill_epochs=params["distill_epochs"],
-        max_length=params["max_length"],
-        augment=params["augment"],
+        bundles=tuple(params["bundles"]),
+        augment=params["augment_per_class"],
         augment_llm=params["augment_llm"],
     )
     if params["data"] == "upload":
         config.train = Path(uploads["train"])
         config.dev = Path(uploads["dev"]) if uploads.get("dev") else None
         config.test = Path(uploads["test"]) if uploads.get("test") else None
-    config.teacher["learning_rate"] = params["teacher_lr"]
-    config.distill.update(student=params["student"], learning_rate=params["student_lr"])
+    if params["teacher_max_length"] is not None:  # else auto, the default
+        config.teacher["max_length"] = params["teacher_max_length"]
+    config.teacher["learning_rate"] = params["teacher_learning_rate"]
+    config.distill.update(student=params["distill_student"], learning_rate=params["distill_learning_rate"])
     return config
+
+
+def stage_names(config: PipelineConfig) -> list[str]:
+    """The pipeline's stages for this config, in the order it runs them (mlx_edge/pipeline.py run_pipeline)."""
+    distill = ["distill"] if {"fp16", "int8"} & set(config.bundles) else []  # the student fp16 and int8 start from
+    steps = [step.name for kind in config.bundles for step in ladder.rung(kind).steps]
+    return ["teacher", *(["augment"] if config.augment else []), "label", *distill, *steps, "check"]
+
+
+def epoch_files(config: PipelineConfig) -> dict[str, tuple[str, ...]]:
+    """Where each training stage writes its per-epoch metrics: the ladder's distillations as [distill]'s."""
+    files = dict(EPOCH_FILES)
+    for kind in config.bundles:
+        for step in ladder.rung(kind).steps:
+            if not step.name.endswith("export"):
+                files[step.name] = (f".{step.output}.work/metrics.jsonl", f"{step.output}/metrics.jsonl")
+    return files
+
+
+def bundle_zip(kind: str) -> str:
+    return f"bundle-{kind}.zip"
+
+
+def zip_bundles(report: dict, directory: Path) -> dict[str, str]:
+    """Each bundle of the report zipped in `directory`: kind → zip name (in the ladder's order)."""
+    downloads = {}
+    for row in report["bundles"]:
+        zip_directory(Path(row["path"]), directory / bundle_zip(row["bundle"]))
+        downloads[row["bundle"]] = bundle_zip(row["bundle"])
+    return downloads
 
 
 def run_distill_job(spec: dict, directory: Path, db: Database) -> dict:
     params = spec["params"]
     config = pipeline_config(params, directory, params.get("uploads", {}))
-    stages = ["teacher", *(["augment"] if config.augment else []), "label", "distill", "export", "check"]
-    reporter = Reporter(db, spec["job_id"], spec["attempt"], stages, out=config.out)
+    reporter = Reporter(
+        db, spec["job_id"], spec["attempt"], stage_names(config), out=config.out, epoch_files=epoch_files(config)
+    )
     reporter.set(device=describe_devices(config.device))
     reporter.flush()
 
@@ -77,8 +113,15 @@ def run_distill_job(spec: dict, directory: Path, db: Database) -> dict:
     reporter.stages.update({k: "done" for k, v in reporter.stages.items() if v == "running"})
     reporter.stage, reporter.fraction = None, 1.0
     reporter.flush()
-    zip_directory(Path(report["bundle"]["path"]), directory / BUNDLE_ZIP)
-    return {"kind": "distill", "report": report, "text": format_report(report), "download": BUNDLE_ZIP}
+    downloads = zip_bundles(report, directory)
+    shipped = report.get("recommended") or next(iter(downloads))  # /jobs/<id>/download serves this one
+    return {
+        "kind": "distill",
+        "report": report,
+        "text": format_report(report),
+        "download": downloads[shipped],
+        "downloads": downloads,
+    }
 
 
 def run_adapt_job(spec: dict, directory: Path, db: Database) -> dict:

@@ -266,7 +266,7 @@ def _stop_bad_loss(value: float, step: int, epoch: int, out: Path, staging: Path
         shutil.rmtree(staging, ignore_errors=True)
     raise TeacherError(
         f"step {step} (epoch {epoch}): loss went bad (loss={value}); training stopped and {out} is left as it was",
-        f"lower --lr (it was {learning_rate:g}), or check the data and the base model's weights",
+        f"lower --learning-rate (it was {learning_rate:g}), or check the data and the base model's weights",
     )
 
 

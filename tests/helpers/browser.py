@@ -166,13 +166,14 @@ def distill_form(teacher: Path, student: Path, **overrides) -> dict:
         "kind": "distill",
         "data": "upload",
         "teacher": str(teacher),
-        "student": str(student),
+        "distill_student": str(student),
         "teacher_epochs": "6",
         "distill_epochs": "6",
-        "max_length": "32",
-        "teacher_lr": "5e-3",
-        "student_lr": "5e-3",
+        "teacher_max_length": "32",
+        "teacher_learning_rate": "5e-3",
+        "distill_learning_rate": "5e-3",
         "device": "cpu",
+        "bundles": ["fp16"],  # the ladder's first rung only: the other kinds are tested in test_ladder.py
     }
     return {**form, **overrides}
 

@@ -59,7 +59,7 @@ def exported(*options: str, student: str = "tiny") -> Path:
         str(out),
         "--seq-len",
         SEQ_LEN,
-        "--texts",
+        "--n-texts",
         N_TEXTS,
         "--quiet",
         *options,

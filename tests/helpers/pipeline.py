@@ -1,0 +1,46 @@
+"""A micro `mlx-edge run` config: the tiny teacher, a 1-layer student, the toy data (test_pipeline, test_ladder)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+MICRO_STUDENT = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 48}
+
+
+def write_config(tmp_path: Path, base_dir: Path, toy_data, bundles=("fp16",), **distill) -> Path:
+    (tmp_path / "student.json").write_text(json.dumps(MICRO_STUDENT))
+    distill_section = {
+        "student": str(tmp_path / "student.json"),
+        "init": "random",
+        "epochs": 2,
+        "learning_rate": 2e-3,
+        "batch_size": 16,
+        "hidden_weight": "1",
+        **distill,
+    }
+    lines = (
+        [
+            "[pipeline]",
+            f'out = "{tmp_path / "work"}"',
+            f"bundles = {json.dumps(list(bundles))}",
+            "",
+            "[data]",
+            f'train = "{toy_data[0]}"',
+            f'dev = "{toy_data[1]}"',
+            f'test = "{toy_data[1]}"',
+            "",
+            "[teacher]",
+            f'model = "{base_dir}"',
+            "epochs = 3",
+            "learning_rate = 1e-3",
+            "max_length = 32",
+            "",
+            "[distill]",
+        ]
+        + [f"{k} = {json.dumps(v)}" for k, v in distill_section.items()]
+        + ["", "[export]", 'seq_len = "16"']
+    )
+    path = tmp_path / "pipeline.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
