@@ -256,6 +256,7 @@ def write_config(tmp_path: Path, teacher: Path, toy_data, *, per_class: int = 3)
     lines = [
         "[pipeline]",
         f'out = "{tmp_path / "work"}"',
+        'bundles = ["fp16"]',
         "[data]",
         f'train = "{toy_data[0]}"',
         f'dev = "{toy_data[1]}"',

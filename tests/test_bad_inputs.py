@@ -601,7 +601,7 @@ CASES = [
     ),
     Case(
         "distill-two-stage-without-intermediate-weights",
-        DISTILL + " --out {tmp}/s --two-stage 2",
+        DISTILL + " --out {tmp}/s --two-stage 2 --hidden-weight 0 --attention-weight 0",
         DistillError.exit_code,
         ("--two-stage 2", "all of their weights are 0"),
     ),

@@ -38,7 +38,7 @@ def run(config_path, quiet):
     """Run the whole pipeline from a config file: teacher → (augment) → label → distill → bundles → check.
 
     Stages whose outputs are up to date (settings and input hashes unchanged) are skipped; an
-    interrupted stage resumes. examples/pipeline.toml documents every option with its default.
+    interrupted stage resumes. `mlx-edge init` writes a config with every setting and its default.
 
     \b
     Example:
