@@ -241,3 +241,18 @@ def test_a_static_student_is_neither_continued_nor_a_teacher(static_student, tra
     assert_one_line_error(result, "is a static student: it cannot be continued as a transformer")
     result = CliRunner().invoke(main, [*args, "--teacher", str(out), "--student", "tiny"])
     assert_one_line_error(result, "holds a 'static' model, not a BERT-family encoder")
+
+
+def test_the_static_loop_turns_off_what_a_table_cannot_learn():
+    """distill's defaults train hidden states and attention maps; a static student's loop (what
+    `distill_static(loop=None)`, `distill --student static` and the ladder use) has neither."""
+    from mlx_edge.distill.config import LoopConfig, Schedule
+    from mlx_edge.distill.static import _check_loop, static_loop
+    from mlx_edge.distill.static_settings import STATIC
+
+    assert LoopConfig().weights["hidden"].ever_on  # the transformer default it starts from
+    loop = static_loop()
+    _check_loop(loop)  # raises on any layer loss
+    assert (loop.learning_rate, loop.epochs, loop.two_stage_epochs) == (STATIC.learning_rate, STATIC.epochs, 0)
+    assert static_loop(LoopConfig(weights={**LoopConfig().weights, "kd": Schedule(2.0)}), epochs=3).epochs == 3
+    assert static_loop(LoopConfig(weights={**LoopConfig().weights, "kd": Schedule(2.0)})).weights["kd"].start == 2.0

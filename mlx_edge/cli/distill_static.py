@@ -11,8 +11,6 @@ module level.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import click
 from click.core import ParameterSource
 
@@ -55,8 +53,7 @@ def _flag(ctx: click.Context, name: str) -> str:
 def static_runner(ctx: click.Context):
     """A `run(**distill's keyword arguments) -> DistillReport` for `--student static`; DistillError
     (exit 8, one line) for an option given on the command line that does not apply."""
-    from mlx_edge.distill.config import Schedule  # lazy: --help stays instant
-    from mlx_edge.distill.static import distill_static  # lazy: --help stays instant
+    from mlx_edge.distill.static import distill_static, static_loop  # lazy: --help stays instant
     from mlx_edge.distill.static_settings import STATIC  # lazy: --help stays instant
     from mlx_edge.errors import DistillError  # lazy: --help stays instant
 
@@ -66,10 +63,7 @@ def static_runner(ctx: click.Context):
             raise DistillError(f"{_flag(ctx, name)} does not apply to a static student: {why}", "drop it")
 
     def run(*, loop, freeze_embeddings, **kwargs):
-        defaults = {"learning_rate": STATIC.learning_rate, "epochs": STATIC.epochs}
-        changes = {field: value for field, value in defaults.items() if not _given(ctx, field)}
-        # distill's default hidden/attention weights are a transformer's: a table has nothing to match
-        changes["weights"] = {**loop.weights, **{k: Schedule(0.0) for k in ("hidden", "attention", "embedding")}}
+        given = {field: getattr(loop, field) for field in ("learning_rate", "epochs") if _given(ctx, field)}
         passed = {k: kwargs[k] for k in PASSED if k in kwargs}
         if not _given(ctx, "vocab_extra"):
             passed["vocab_extra"] = STATIC.vocab_extra
@@ -77,7 +71,7 @@ def static_runner(ctx: click.Context):
             **passed,
             dim=ctx.params["static_dim"],
             freeze_table=freeze_embeddings,
-            loop=replace(loop, **changes),
+            loop=static_loop(loop, **given),
         )
 
     return run

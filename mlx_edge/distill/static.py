@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import mlx.core as mx
@@ -24,6 +24,7 @@ import numpy as np
 
 from mlx_edge.data import LabelMap, read_labeled, split_dev, warn_overlap
 from mlx_edge.distill.api import PRUNE_DEFAULT, DistillReport, check_run_inputs, run_report
+from mlx_edge.distill.config import Schedule
 from mlx_edge.distill.loop import LoopConfig, run_loop
 from mlx_edge.distill.static_settings import STATIC
 from mlx_edge.distill.static_table import (
@@ -51,9 +52,16 @@ from mlx_edge.teacher.source import file_hash_of_weights, tokenizer_hash
 STUDENT = MODEL_TYPE  # `--student static`
 
 
-def static_loop(**changes) -> LoopConfig:
-    """The loop a static student trains with: STATIC's learning rate and epochs, unless changed."""
-    return LoopConfig(**{"learning_rate": STATIC.learning_rate, "epochs": STATIC.epochs, **changes})
+LAYER_TERMS = ("hidden", "attention", "embedding")  # the losses a token table has nothing to match
+
+
+def static_loop(base: LoopConfig | None = None, **changes) -> LoopConfig:
+    """The loop a static student trains with: `base` (distill's defaults when None) with STATIC's learning
+    rate and epochs and no layer losses or two-stage phase (distill's defaults are a transformer's), then `changes`."""
+    base = base or LoopConfig()
+    weights = {**base.weights, **{k: Schedule(0.0) for k in LAYER_TERMS}}
+    fixed = {"learning_rate": STATIC.learning_rate, "epochs": STATIC.epochs, "weights": weights, "two_stage_epochs": 0}
+    return replace(base, **{**fixed, **changes})
 
 
 def distill_static(
@@ -215,7 +223,7 @@ def distill_static(
 
 def _check_loop(loop: LoopConfig) -> None:
     """A static student has no layers: only the prediction losses can teach it."""
-    layered = [k for k in ("hidden", "attention", "embedding") if loop.weights[k].ever_on]
+    layered = [k for k in LAYER_TERMS if loop.weights[k].ever_on]
     if layered:
         raise DistillError(
             f"--{layered[0]}-weight has nothing to match in a static student (it has no layers)",
