@@ -15,29 +15,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mlx_edge.settings import (
-    DEMO_TEACHER,
-    NEW_STUDENT_VOCAB_EXTRA,
-    AugmentSettings,
-    DistillSettings,
-    ExportSettings,
-    LabelSettings,
-    PipelineSettings,
-    TeacherTrainSettings,
-)
+from mlx_edge.settings import CONFIG_SECTIONS, DEMO_TEACHER, NEW_STUDENT_VOCAB_EXTRA
 
-# The sections in the order a run meets them: the stage's settings class (None: no class) and the keys
-# only a pipeline has, written first (pipeline.SECTIONS; tests/test_init.py keeps the two the same).
-LAYOUT: dict[str, tuple[type | None, tuple[str, ...]]] = {
-    "pipeline": (PipelineSettings, ()),
-    "data": (None, ("train", "dev", "test", "text_column", "label_column")),
-    "teacher": (TeacherTrainSettings, ("model", "dir")),
-    "augment": (AugmentSettings, ("per_class", "llm", "adapter")),
-    "label": (LabelSettings, ()),
-    "distill": (DistillSettings, ()),
-    "export": (ExportSettings, ()),
-    "check": (None, ("enabled",)),
-}
+LAYOUT = CONFIG_SECTIONS  # section -> (settings class or None, the keys only a pipeline has)
 OPTIONAL = ("augment",)  # a stage that runs only when its section is there: written commented out
 # A stage's seed and device follow [pipeline]'s unless its section sets them (pipeline.stage_settings),
 # so they are written commented out: `seed = 0` in [teacher] would pin it against [pipeline] seed.

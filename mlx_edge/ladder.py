@@ -26,15 +26,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from mlx_edge.distill.api import distill
-from mlx_edge.distill.config import LoopConfig, Schedule
-from mlx_edge.distill.static import distill_static
+from mlx_edge.distill.config import LoopConfig
+from mlx_edge.distill.static import distill_static, static_loop
 from mlx_edge.distill.static_settings import STATIC
 from mlx_edge.errors import ConfigError, WorkMismatch
 from mlx_edge.export import export_bundle
 from mlx_edge.fileio import atomic_write_json
 from mlx_edge.models.bert import BertConfig
 from mlx_edge.models.checkpoint import load_config
-from mlx_edge.settings import BUNDLE_KINDS, DistillSettings, ExportSettings
+from mlx_edge.settings import BUNDLE_KINDS, DistillSettings, ExportSettings, PipelineSettings
 
 SPLIT_WIDTH = 160  # the word table's width after the split (int8 and int4)
 SPLIT = {"epochs": 3, "learning_rate": 1e-5}  # the brief fine-tune after a split (KD + CE)
@@ -67,6 +67,7 @@ class Step:
     output: str  # its directory in the workspace
     recipe: dict  # what it does beyond the stage settings (part of its fingerprint)
     run: Callable[[Inputs, Path], None]  # (inputs, output directory)
+    export: bool = False  # an export (reads [export]); else a distillation (reads [distill], writes metrics)
 
 
 @dataclass(frozen=True)
@@ -101,9 +102,7 @@ def int4_shape(teacher: BertConfig) -> dict:
 
 def check_ladder(bundles: tuple[str, ...], distill_settings: DistillSettings, teacher: BertConfig | None) -> None:
     """Refuse, before any work, a ladder entry this setup cannot make (ConfigError, one line)."""
-    for kind in bundles:
-        if kind not in BUNDLE_KINDS:
-            raise ConfigError(f"bundles: {kind!r} is not a bundle kind", f"use any of {', '.join(BUNDLE_KINDS)}")
+    PipelineSettings(bundles=tuple(bundles))  # known kinds, each once (ConfigError otherwise)
     layered = {"fp16", "int8"} & set(bundles)
     if distill_settings.student == "static" and layered:
         raise ConfigError(
@@ -128,7 +127,7 @@ def split_width(hidden_size: int) -> int:
 def rung(kind: str, *, student_width: int | None = None) -> Rung:
     """The steps that make bundle `kind` (`student_width`: [distill]'s student's, for the int8 split)."""
     if kind == "fp16":
-        return Rung(kind, (Step("export", "bundle", {}, _export_float),), "student", "bundle")
+        return Rung(kind, (Step("export", "bundle", {}, _export_float, export=True),), "student", "bundle")
     if kind == "int8":
         width = split_width(student_width or SPLIT_WIDTH * 2)
         split = {"embedding_size": width, **SPLIT}
@@ -142,6 +141,7 @@ def rung(kind: str, *, student_width: int | None = None) -> Rung:
                     "bundle-int8",
                     export,
                     lambda i, o: _export(i, i.workspace / "student-int8", o, export),
+                    export=True,
                 ),
             ),
             "student-int8",
@@ -160,6 +160,7 @@ def rung(kind: str, *, student_width: int | None = None) -> Rung:
                     "bundle-int4",
                     export,
                     lambda i, o: _export(i, i.workspace / "student-int4", o, export),
+                    export=True,
                 ),
             ),
             "student-int4",
@@ -171,7 +172,11 @@ def rung(kind: str, *, student_width: int | None = None) -> Rung:
             (
                 Step("static student", "student-static", {"static": STATIC.__dict__}, _static_student),
                 Step(
-                    "static export", "bundle-static", {}, lambda i, o: _export(i, i.workspace / "student-static", o, {})
+                    "static export",
+                    "bundle-static",
+                    {},
+                    lambda i, o: _export(i, i.workspace / "student-static", o, {}),
+                    export=True,
                 ),
             ),
             "student-static",
@@ -243,16 +248,7 @@ def _int4_qat(inputs: Inputs, out: Path) -> None:
 
 def _static_student(inputs: Inputs, out: Path) -> None:
     d = inputs.distill
-    loop = replace(
-        LoopConfig.from_settings(d),
-        learning_rate=STATIC.learning_rate,
-        epochs=STATIC.epochs,
-        two_stage_epochs=0,
-        weights={
-            **LoopConfig.from_settings(d).weights,
-            **{k: Schedule(0.0) for k in ("hidden", "attention", "embedding")},
-        },
-    )
+    loop = static_loop(LoopConfig.from_settings(d))
     distill_static(
         teacher=inputs.teacher,
         train=inputs.train,

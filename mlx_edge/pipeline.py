@@ -33,13 +33,10 @@ from mlx_edge.fileio import atomic_write_json, atomic_write_text, disk_bytes, fi
 from mlx_edge.models.checkpoint import load_config
 from mlx_edge.predict import predict_texts
 from mlx_edge.settings import (
+    CONFIG_SECTIONS,
     PIPELINE,
-    AugmentSettings,
     DistillSettings,
-    ExportSettings,
-    LabelSettings,
     PipelineSettings,
-    TeacherTrainSettings,
 )
 from mlx_edge.teacher.label import label_targets
 from mlx_edge.teacher.train import train_teacher
@@ -47,26 +44,10 @@ from mlx_edge.teacher.train import train_teacher
 STATE_NAME = "pipeline.json"
 
 
-# The sections a config may have. A stage's section holds its settings class's fields (mlx_edge/settings.py),
-# plus the few keys that only make sense in a pipeline.
-SECTIONS = {
-    "pipeline": set(),
-    "data": {"train", "dev", "test", "text_column", "label_column"},
-    "teacher": {"model", "dir"},
-    "augment": {"per_class", "llm", "adapter"},
-    "label": set(),
-    "distill": set(),
-    "export": set(),
-    "check": {"enabled"},
-}
-STAGE_SETTINGS = {
-    "pipeline": PipelineSettings,
-    "teacher": TeacherTrainSettings,
-    "augment": AugmentSettings,
-    "label": LabelSettings,
-    "distill": DistillSettings,
-    "export": ExportSettings,
-}
+# The sections a config may have (settings.CONFIG_SECTIONS). A stage's section holds its settings class's
+# fields (mlx_edge/settings.py), plus the few keys that only make sense in a pipeline.
+SECTIONS = {name: set(extras) for name, (_, extras) in CONFIG_SECTIONS.items()}
+STAGE_SETTINGS = {name: cls for name, (cls, _) in CONFIG_SECTIONS.items() if cls is not None}
 
 
 @dataclass
@@ -306,12 +287,10 @@ def run_pipeline(
 
     # 4. the bundle ladder: each kind's steps (distillations, then its export) as stages of their own
     rungs = [ladder.rung(kind, student_width=_width(student_dir)) for kind in config.bundles]
-    export_fp = fingerprint(inputs.export)
     for rung in rungs:
-        upstream = distill_fp
+        upstream = distill_fp  # [distill]'s settings and the targets: every kind's students read both
         for step in rung.steps:
-            settings = export_fp if step.name.endswith("export") else fingerprint(ds)
-            upstream = fingerprint(step.name, step.recipe, settings, upstream, label_fp)
+            upstream = fingerprint(step.name, step.recipe, inputs.export if step.export else None, upstream)
             output = out / step.output
             stage(step.name, output, upstream, lambda step=step, output=output: step.run(inputs, output))
 

@@ -405,6 +405,19 @@ class PipelineSettings(StageSettings):
             raise _BadValue(f"bundles = {list(self.bundles)!r}", "names a kind twice", "list each once")
 
 
+# A `mlx-edge run` config's sections, in the order a run meets them: each stage's settings class (None:
+# no class) and the keys only a pipeline has (pipeline.py reads configs by it; config_file.py writes them).
+CONFIG_SECTIONS: dict[str, tuple[type | None, tuple[str, ...]]] = {
+    "pipeline": (PipelineSettings, ()),
+    "data": (None, ("train", "dev", "test", "text_column", "label_column")),
+    "teacher": (TeacherTrainSettings, ("model", "dir")),
+    "augment": (AugmentSettings, ("per_class", "llm", "adapter")),
+    "label": (LabelSettings, ()),
+    "distill": (DistillSettings, ()),
+    "export": (ExportSettings, ()),
+    "check": (None, ("enabled",)),
+}
+
 # `mlx-edge demo`'s teacher: a built-in name (models/builtin.py); all-minilm-l6-v2 also works offline.
 DEMO_TEACHER = "multilingual-e5-small"
 

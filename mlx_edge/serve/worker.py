@@ -74,7 +74,7 @@ def epoch_files(config: PipelineConfig) -> dict[str, tuple[str, ...]]:
     files = dict(EPOCH_FILES)
     for kind in config.bundles:
         for step in ladder.rung(kind).steps:
-            if not step.name.endswith("export"):
+            if not step.export:
                 files[step.name] = (f".{step.output}.work/metrics.jsonl", f"{step.output}/metrics.jsonl")
     return files
 
