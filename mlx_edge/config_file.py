@@ -74,7 +74,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "device": UNSET_DEVICE,
         "dev_fraction": DEV_SHARE,
         "trust_remote_code": "let the model's own Python code run",
-        "freeze_embeddings": "keep the word-embedding table as pretrained (faster on a CPU)",
+        "freeze_embeddings": "unset: word table kept as pretrained if it is most of the teacher, else trained",
     },
     "augment": {
         "per_class": "new examples per class, added to train for label and distill",
@@ -164,7 +164,7 @@ COMMENTS: dict[str, dict[str, str]] = {
 # What a line left unset shows (TOML has no null, so such a line is a comment): a value to start from.
 EXAMPLES: dict[str, dict[str, Any]] = {
     "data": {"dev": "dev.csv", "test": "test.csv", "text_column": "text", "label_column": "label"},
-    "teacher": {"dir": "teacher", "max_length": 128},
+    "teacher": {"dir": "teacher", "max_length": 128, "freeze_embeddings": False},
     "augment": {"llm": "smollm2-135m-instruct", "adapter": "adapter"},
     "label": {"max_length": 128},
     "distill": {

@@ -168,6 +168,7 @@ def run_pipeline(
     config: PipelineConfig, *, progress: bool = True, log: Callable[[str], None] = lambda message: None
 ) -> dict:
     """Run every stage that is not up to date; return the final report."""
+    began = time.perf_counter()
     LoopConfig.from_settings(stage_settings(config, "distill"))  # loss weights refused before any stage runs
     _check_augment(config)
     out = Path(config.out)
@@ -303,9 +304,12 @@ def run_pipeline(
             checks[rung.kind] = check_bundle(out / rung.bundle, student_dir=out / rung.student)
         outcomes.append(StageOutcome("check", "ran", time.perf_counter() - start, str(out)))
 
+    start = time.perf_counter()
     report = final_report(config, teacher_dir, rungs, checks, outcomes)
     if config.augment:
         report["augment"] = _augment_summary(out / "augment" / "synthetic.jsonl")
+    report["stages"].append(asdict(StageOutcome("report", "ran", time.perf_counter() - start, str(out))))
+    report["seconds"] = time.perf_counter() - began  # the whole run, start-up and fingerprints included
     atomic_write_json(out / "report.json", report)
     return report
 
@@ -486,7 +490,7 @@ def format_report(report: dict) -> str:
     lines = ["stage           status                 seconds  output"]
     for s in report["stages"]:
         lines.append(f"{s['name']:<15} {s['status']:<22} {s['seconds']:>7.0f}  {s['output']}")
-    total = sum(s["seconds"] for s in report["stages"])
+    total = report.get("seconds", sum(s["seconds"] for s in report["stages"]))
     lines.append(f"{'total':<15} {'':<22} {total:>7.0f}  ({total / 60:.1f} min)")
     for split, s in report["accuracy"].items():
         lines.append(

@@ -9,6 +9,7 @@ import numpy as np
 from mlx_edge.errors import DataError
 from mlx_edge.models.checkpoint import load_model
 from mlx_edge.models.inference import predict_ids
+from mlx_edge.models.quantized import cpu_float
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.runtime.devices import mlx_device
 
@@ -24,7 +25,7 @@ def predict_texts(
             f"text {blank[0]} of {len(texts)} is empty or only spaces", "give every text some words to label"
         )
     mlx_device(device)
-    model = load_model(Path(model_dir), require_head=True)
+    model = cpu_float(load_model(Path(model_dir), require_head=True))  # same labels, at float speed on a CPU
     tokenizer = load_tokenizer(model_dir)
     max_length = min(max_length, model.config.max_position_embeddings)
     ids = [np.asarray(x, dtype=np.int32) for x in tokenizer.encode_batch(texts, max_length=max_length)]

@@ -13,13 +13,15 @@ from tests.helpers.cli import assert_one_line_error
 from tests.helpers.pipeline import write_config
 
 
-@pytest.mark.slow  # three pipeline runs, five stages each, ending in a full export
+@pytest.mark.slow  # three pipeline runs, five stages and the report each, ending in a full export
 def test_run_micro_pipeline_then_skip_finished_stages(base_dir, toy_data, tmp_path):
     config = write_config(tmp_path, base_dir, toy_data)
     first = CliRunner().invoke(main, ["run", str(config), "--quiet"])
     assert first.exit_code == 0, first.output
     report = json.loads((tmp_path / "work" / "report.json").read_text())
-    assert [s["status"] for s in report["stages"]] == ["ran"] * 5
+    assert [(s["name"], s["status"]) for s in report["stages"]][-2:] == [("check", "ran"), ("report", "ran")]
+    assert [s["status"] for s in report["stages"]] == ["ran"] * 6
+    assert report["seconds"] >= sum(s["seconds"] for s in report["stages"])  # the total is the whole run's
     assert report["check"] == {"ok": True, "failed": []}
     assert report["accuracy"]["test"]["teacher"] > 0.7  # the toy set is separable
     (english,) = report["accuracy_by_language"]["test"].values()  # the toy rows are English words only
@@ -47,7 +49,7 @@ def test_run_micro_pipeline_then_skip_finished_stages(base_dir, toy_data, tmp_pa
     third = CliRunner().invoke(main, ["run", str(config), "--quiet"])
     assert third.exit_code == 0, third.output
     statuses = [s["status"] for s in json.loads((tmp_path / "work" / "report.json").read_text())["stages"]]
-    assert statuses == ["skipped (up to date)", "skipped (up to date)", "ran", "ran", "ran"]
+    assert statuses == ["skipped (up to date)", "skipped (up to date)", "ran", "ran", "ran", "ran"]
 
 
 def test_bad_configs_get_one_line(tmp_path):

@@ -30,7 +30,7 @@ from mlx_edge.errors import CHECK_FAILED
 from mlx_edge.fileio import sha256_file
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification, init_weights
 from mlx_edge.models.checkpoint import load_model, read_float_weights, save_model
-from mlx_edge.models.quantized import pack, unpack
+from mlx_edge.models.quantized import cpu_float, pack, unpack
 from mlx_edge.models.tokenizer import load_tokenizer
 from tests.helpers.cli import assert_one_line_error
 from tests.helpers.tiny import LABELS, build_wordpiece
@@ -358,3 +358,20 @@ def test_distill_quantize_refuses_blocks_that_do_not_fit(trained_teacher, toy_da
                       *options)  # fmt: skip
     assert_one_line_error(result, *fragments)
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("bits", ["int8", "int4"])
+def test_predictions_on_the_cpu_run_a_float_twin_with_the_same_weights(root, bits):
+    """MLX's CPU quantized matmul is many times slower than float BLAS: predictions there (the report,
+    predict, a run's dev scores) use a dequantized twin, which must say exactly what the model says."""
+    quantized = load_model(_students(root)[bits], require_head=True)
+    quantized.eval()
+    twin = cpu_float(quantized)
+    kinds = (nn.QuantizedLinear, nn.QuantizedEmbedding)
+    assert not any(isinstance(m, kinds) for _, m in twin.named_modules())
+    assert any(isinstance(m, kinds) for _, m in quantized.named_modules())  # the model itself is untouched
+    assert twin.config.quantization is None and quantized.config.quantization is not None
+    ids = mx.array([[2, 7, 11, 30, 3, 5, 9, 4]])
+    assert mx.allclose(twin(ids).logits, quantized(ids).logits, atol=1e-5, rtol=0).item()
+    float_student = load_model(_students(root)["float"], require_head=True)
+    assert cpu_float(float_student) is float_student  # nothing to dequantize

@@ -15,12 +15,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 from safetensors.numpy import load_file
-from transformers import AutoModelForSequenceClassification
+from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
 
 from mlx_edge.cli import main
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.targets import TargetsCache
 from mlx_edge.teacher.label import label_targets
+from mlx_edge.teacher.train import table_is_most
 from tests.helpers.cli import assert_one_line_error
 from tests.helpers.tiny import write_jsonl
 
@@ -404,3 +405,16 @@ def test_label_under_torchrun_writes_the_single_process_cache(trained_teacher, t
         np.testing.assert_allclose(b["hidden.1"].astype(np.float32), a["hidden.1"].astype(np.float32), atol=2e-3)
         np.testing.assert_array_equal(b["text_hash"], a["text_hash"])
     assert not list((tmp_path / "two").glob(".shard-*"))
+
+
+def test_the_word_table_is_kept_as_pretrained_when_it_is_most_of_the_model(trained_teacher):
+    """Unset, freeze_embeddings follows the table's share: multilingual-e5-small's 250k rows (82% of
+    it) are kept, a BERT whose layers outweigh its table trains it. The manifest says what was done."""
+
+    def share(vocab_size: int) -> bool:
+        shape = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+        return table_is_most(BertForSequenceClassification(BertConfig(vocab_size=vocab_size, **shape)))
+
+    assert share(5000) and not share(50)  # 160k of ~187k parameters vs 1.6k of ~29k
+    manifest = json.loads((trained_teacher / "mlx_edge_manifest.json").read_text())
+    assert isinstance(manifest["hyperparameters"]["freeze_embeddings"], bool)  # resolved, not "auto"

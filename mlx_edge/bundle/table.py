@@ -23,7 +23,7 @@ from mlx_edge.fileio import disk_bytes
 from mlx_edge.metrics import accuracy
 from mlx_edge.models.checkpoint import load_config, load_model
 from mlx_edge.models.inference import Latency, predict_ids
-from mlx_edge.models.quantized import parameter_count
+from mlx_edge.models.quantized import cpu_float, parameter_count
 from mlx_edge.models.tokenizer import load_tokenizer
 
 LATENCY_TEXTS = 64
@@ -58,7 +58,7 @@ def bundle_row(
     tokenizer = load_tokenizer(student_dir)
     width = int(manifest["max_length"])
     ids = [np.asarray(x, np.int32) for x in tokenizer.encode_batch(texts, max_length=width)]
-    _, pred, _ = predict_ids(model, ids, tokenizer.pad_id)
+    _, pred, _ = predict_ids(cpu_float(model), ids, tokenizer.pad_id)  # Latency below times `model` itself
     teacher_acc = accuracy(teacher_pred, labels)
     dev_acc = accuracy(pred, labels)
     fixed = [collate([x], pad_id=tokenizer.pad_id, multiple=width, max_width=width) for x in ids[:LATENCY_TEXTS]]

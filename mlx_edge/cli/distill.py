@@ -35,7 +35,8 @@ from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
     "dev_path",
     type=click.Path(path_type=Path),
     default=None,
-    help="Labeled dev file; else a stratified split of --train.",
+    help="Labeled dev file, on which the best epoch is chosen; default: the teacher's dev file (or its split "
+    "of this --train) as its manifest records it, else a stratified split of --train.",
 )
 @click.option(
     "--targets",
@@ -361,6 +362,7 @@ def distill(
     r = report
     click.echo(
         f"student written to {r.out_dir}{' (resumed)' if r.resumed else ''}\n"
+        f"dev set        {r.dev}\n"
         f"               {'teacher':>12} {'student':>12}\n"
         f"dev accuracy   {r.teacher_dev_accuracy:>12.3f} {r.student_dev_accuracy:>12.3f}"
         f"   retained {r.retained:.1%}, agreement {r.agreement:.1%}\n"

@@ -79,10 +79,11 @@ def teacher():
 @device_option
 @click.option("--trust-remote-code", is_flag=True, help="Allow the model's own Python code to run (off by default).")
 @click.option(
-    "--freeze-embeddings",
-    is_flag=True,
-    help="Keep the word-embedding table as pretrained: with a 250k-piece vocabulary (multilingual-e5-small) "
-    "its optimizer update is most of each step on a CPU.",
+    "--freeze-embeddings/--train-embeddings",
+    default=TEACHER.freeze_embeddings,
+    help="Keep the word-embedding table as pretrained, or train it. Default: frozen when the table holds most "
+    "of the model's parameters (multilingual-e5-small's 250k pieces: its optimizer update was most of each "
+    "step on a CPU, for the same dev accuracy), else trained.",
 )
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress output.")

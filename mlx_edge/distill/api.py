@@ -7,6 +7,7 @@ and for live targets without a cache) runs in the MLX BERT.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import warnings
@@ -17,7 +18,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from mlx_edge.data import LabelMap, collate, read_labeled, split_dev, warn_overlap
+from mlx_edge.data import LabeledData, LabelMap, collate, read_labeled, split_dev, warn_overlap
 from mlx_edge.distill.factorize import piece_weights, with_embedding_size
 from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
 from mlx_edge.distill.providers import cache_targets, live_targets, to_teacher_ids
@@ -32,7 +33,7 @@ from mlx_edge.metrics import accuracy, macro_f1
 from mlx_edge.models.checkpoint import load_model, save_model
 from mlx_edge.models.inference import compare_speed, predict_ids
 from mlx_edge.models.prune import VocabPlan, plan_matching, plan_vocab, write_pruned_tokenizer
-from mlx_edge.models.quantized import parameter_count
+from mlx_edge.models.quantized import cpu_float, parameter_count
 from mlx_edge.models.tokenizer import load_tokenizer, unknown_share, warn_unknown
 from mlx_edge.runtime.cpu_streams import resolve_shards
 from mlx_edge.runtime.devices import mlx_device
@@ -65,6 +66,7 @@ class DistillReport:
     train_samples_per_second: float
     stopped_early: bool
     resumed: bool
+    dev: str = ""  # where the dev rows came from: a file, or a split of the training file
 
 
 def distill(
@@ -95,6 +97,7 @@ def distill(
     progress: bool = True,
     on_step: Callable | None = None,
     on_epoch: Callable | None = None,
+    measure_speed: bool = True,
 ) -> DistillReport:
     """Distill `teacher` into a `student` (preset, config JSON or directory) and write it to `out`.
 
@@ -107,6 +110,7 @@ def distill(
     SVD of the table the student would have had, or of a continued student's own table).
     `quantize` ("int8", "int4"): train with the weights quantized in blocks of `block_size` as the
     app will hold them (quantization-aware distillation, distill/quant.py); the student is saved quantized.
+    `measure_speed`: time the student against the teacher for the report (about 15 s on a CPU).
     """
 
     loop = loop or LoopConfig()
@@ -117,14 +121,8 @@ def distill(
     labels = teacher_model.config.labels
     label_map = LabelMap(labels)
 
-    train_data = read_labeled(train, text_column=text_column, label_column=label_column)
-    _check_teacher_knows(train_data, labels, "training")
-    if dev is not None:
-        dev_data = read_labeled(dev, text_column=text_column, label_column=label_column)
-        _check_teacher_knows(dev_data, labels, "dev")
-        warn_overlap(train_data, dev_data)
-    else:
-        train_data, dev_data = split_dev(train_data, fraction=dev_fraction, seed=loop.seed)
+    rows = student_rows(teacher, train, dev, labels, dev_fraction, loop.seed, text_column, label_column)
+    train_data, dev_data, dev = rows.train, rows.dev, rows.dev_path
 
     cache = None
     if targets is not None:
@@ -179,7 +177,7 @@ def distill(
         student, init, init_layers, mapping, max_length, loop, config, vocab, vocab_extra, freeze_embeddings,
         *((quant,) if quant is not None else ()),
     )  # fmt: skip
-    inputs = _input_identity(teacher, train, dev, targets)
+    inputs = _input_identity(teacher, train, dev, targets, rows.split)
     setup = fingerprint(settings, inputs)
     resumed = _prepare_work(work, settings, inputs, restart)
     student_tokenizer = teacher
@@ -261,6 +259,8 @@ def distill(
         dev_y=dev_y,
         result=result,
         resumed=resumed,
+        dev_source=rows.dev_source,
+        measure_speed=measure_speed,
     )
     _finish(
         work,
@@ -270,6 +270,7 @@ def distill(
         teacher=teacher,
         train=train,
         dev=dev,
+        split=rows.split,
         targets=targets,
         mapping=mapping,
         loop=loop,
@@ -280,6 +281,65 @@ def distill(
     )
     mx.clear_cache()
     return report
+
+
+@dataclass(frozen=True)
+class StudentRows:
+    train: LabeledData
+    dev: LabeledData
+    dev_path: Path | None  # the dev file read; None for a split of the training file
+    dev_source: str  # where the dev rows came from, for the report
+    split: tuple[float, int] | None  # the split's (fraction, seed) when cut from the training file
+
+
+def student_rows(
+    teacher: Path, train, dev, labels: list[str], dev_fraction: float, seed: int, text_column=None, label_column=None
+) -> StudentRows:
+    """The rows a student learns from and is chosen on (the best epoch is the best on dev).
+
+    With no dev file the teacher's choice is reused: its dev file while it still holds the same rows,
+    else, when it was trained on a split of this very training file, that split (rows the teacher never
+    learned). A split of rows the teacher trained on would choose the epoch on sentences both models
+    know, which flatters early epochs: that case is warned about."""
+    columns = {"text_column": text_column, "label_column": label_column}
+    train_data = read_labeled(train, **columns)
+    _check_teacher_knows(train_data, labels, "training")
+    split, source = None, None
+    if dev is None:
+        dev, split, source = _teachers_dev(Path(teacher), Path(train), dev_fraction, seed)
+    if dev is not None:
+        dev_data = read_labeled(dev, **columns)
+        _check_teacher_knows(dev_data, labels, "dev")
+        warn_overlap(train_data, dev_data)
+        return StudentRows(train_data, dev_data, Path(dev), source or str(dev), None)
+    train_data, dev_data = split_dev(train_data, fraction=split[0], seed=split[1])
+    return StudentRows(train_data, dev_data, None, source, split)
+
+
+def data_record(train: Path, dev: Path | None, split: tuple[float, int] | None) -> dict:
+    """The manifest's record of what a student learned from and was chosen on."""
+    record = {"train": file_fingerprint(train), "dev": file_fingerprint(dev) if dev else None}
+    return record | ({"dev_fraction": split[0], "seed": split[1]} if split else {})
+
+
+def _teachers_dev(teacher: Path, train: Path, fraction: float, seed: int):
+    """(dev file, None, source) or (None, (fraction, seed), source) for a run given no dev file."""
+    data = (read_manifest(teacher) or {}).get("data") or {}
+    record, same_train = data.get("dev"), (data.get("train") or {}).get("sha256") == sha256_file(train)
+    if record and Path(record["path"]).is_file() and sha256_file(Path(record["path"])) == record["sha256"]:
+        return Path(record["path"]), None, f"{record['path']} (the teacher's dev file)"
+    if same_train and data.get("dev_fraction"):
+        split = (float(data["dev_fraction"]), int(data.get("seed", 0)))
+        return None, split, f"{split[0]:.0%} of {train} (the teacher's split, seed {split[1]})"
+    if same_train:
+        warnings.warn(
+            MlxEdgeWarning(
+                f"the dev rows are cut from {train}, which the teacher trained on: the best epoch is chosen "
+                "on sentences both models know; pass --dev (the teacher's dev file) for a fair choice"
+            ),
+            stacklevel=4,
+        )
+    return None, (fraction, seed), f"{fraction:.0%} of {train} (seed {seed})"
 
 
 def _check_teacher_knows(data, labels: list[str], split: str) -> None:
@@ -377,17 +437,21 @@ def run_report(
     dev_y,
     result,
     resumed: bool,
+    dev_source: str = "",
+    measure_speed: bool = True,
 ) -> DistillReport:
     """The report of a finished run (BERT or static student): the best student (`work`/best) against the
     teacher on dev (accuracy, agreement), parameters, file sizes, and the speed-up on the same dev rows
-    and batch sizes with the two models' passes interleaved (compare_speed)."""
+    and batch sizes with the two models' passes interleaved (compare_speed; 0 when not `measure_speed`)."""
     best = load_model(work / "best", require_head=True)
-    best_pred = predict_ids(best, student_ids, student_pad)[1]
+    best_pred = predict_ids(cpu_float(best), student_ids, student_pad)[1]  # compare_speed times `best` itself
     sample = list(range(min(len(teacher_ids), SPEED_SAMPLE)))
-    student_seconds, teacher_seconds, speedup = compare_speed(
-        lambda: predict_ids(best, [student_ids[i] for i in sample], student_pad),
-        lambda: predict_ids(teacher_model, [teacher_ids[i] for i in sample], teacher_pad),
-    )
+    student_seconds, teacher_seconds, speedup = math.inf, math.inf, 0.0  # not measured: 0 samples/s
+    if measure_speed:
+        student_seconds, teacher_seconds, speedup = compare_speed(
+            lambda: predict_ids(best, [student_ids[i] for i in sample], student_pad),
+            lambda: predict_ids(teacher_model, [teacher_ids[i] for i in sample], teacher_pad),
+        )
     teacher_acc, student_acc = accuracy(teacher_pred, dev_y), accuracy(best_pred, dev_y)
     return DistillReport(
         out_dir=str(out),
@@ -409,6 +473,7 @@ def run_report(
         train_samples_per_second=result.samples_per_second,
         stopped_early=result.stopped_early,
         resumed=resumed,
+        dev=dev_source,
     )
 
 
@@ -416,7 +481,7 @@ def _weights_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in Path(directory).glob("model*.safetensors"))
 
 
-def _input_identity(teacher: Path, train: Path, dev: Path | None, targets: Path | None) -> dict:
+def _input_identity(teacher: Path, train: Path, dev: Path | None, targets: Path | None, split=None) -> dict:
     """What the run learns from, by content: a teacher retrained in place, or a cache labeled again
     under the same path, is another input (a resume key of paths would continue the old run)."""
     return {
@@ -424,7 +489,7 @@ def _input_identity(teacher: Path, train: Path, dev: Path | None, targets: Path 
         "teacher tokenizer": tokenizer_hash(teacher),
         "teacher config": sha256_file(teacher / "config.json"),
         "training data": sha256_file(Path(train)),
-        "dev data": sha256_file(Path(dev)) if dev is not None else None,
+        "dev data": sha256_file(Path(dev)) if dev is not None else f"split {split}",
         "targets": _files_hash(Path(targets), (MANIFEST_NAME, "index.json")) if targets is not None else None,
     }
 
@@ -480,10 +545,7 @@ def _finish(work: Path, out: Path, report: DistillReport, setup: str, **inputs) 
         init=inputs["init"],
         vocab=inputs["vocab"],
         layer_map={str(k): v for k, v in inputs["mapping"].items()},
-        data={
-            "train": file_fingerprint(inputs["train"]),
-            "dev": file_fingerprint(inputs["dev"]) if inputs["dev"] else None,
-        },
+        data=data_record(inputs["train"], inputs["dev"], inputs["split"]),
         targets=str(inputs["targets"]) if inputs["targets"] else None,
         loop={**asdict(loop), "weights": {k: asdict(v) for k, v in loop.weights.items()}},
         report=asdict(report),

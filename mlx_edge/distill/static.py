@@ -22,8 +22,8 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from mlx_edge.data import LabelMap, read_labeled, split_dev, warn_overlap
-from mlx_edge.distill.api import PRUNE_DEFAULT, DistillReport, check_run_inputs, run_report
+from mlx_edge.data import LabelMap
+from mlx_edge.distill.api import PRUNE_DEFAULT, DistillReport, check_run_inputs, data_record, run_report, student_rows
 from mlx_edge.distill.config import Schedule
 from mlx_edge.distill.loop import LoopConfig, run_loop
 from mlx_edge.distill.static_settings import STATIC
@@ -36,8 +36,8 @@ from mlx_edge.distill.static_table import (
     with_context,
 )
 from mlx_edge.distill.step import Trainable
-from mlx_edge.errors import DataError, DistillError, TargetsError
-from mlx_edge.manifest import file_fingerprint, read_manifest, write_manifest
+from mlx_edge.errors import DistillError, TargetsError
+from mlx_edge.manifest import read_manifest, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1
 from mlx_edge.models.checkpoint import load_model, save_model
 from mlx_edge.models.inference import predict_ids
@@ -86,6 +86,7 @@ def distill_static(
     progress: bool = True,
     on_step=None,
     on_epoch=None,
+    measure_speed: bool = True,
 ) -> DistillReport:
     """Distill `teacher` into a static student of width `dim` and write it to `out`.
 
@@ -107,7 +108,8 @@ def distill_static(
     started = time.perf_counter()
     teacher_model = load_model(teacher, require_head=True)
     labels = teacher_model.config.labels
-    train_data, dev_data = _read_data(train, dev, labels, dev_fraction, loop.seed, text_column, label_column)
+    rows = student_rows(teacher, train, dev, labels, dev_fraction, loop.seed, text_column, label_column)
+    train_data, dev_data, dev = rows.train, rows.dev, rows.dev_path
     cache = _open_cache(targets, teacher, labels, max_length) if targets is not None else None
     max_length = max_length or (cache.manifest["max_length"] if cache is not None else None)
     max_length = min(
@@ -197,6 +199,8 @@ def distill_static(
             dev_y=dev_y,
             result=result,
             resumed=False,
+            dev_source=rows.dev_source,
+            measure_speed=measure_speed,
         )
         _finish(
             work,
@@ -205,6 +209,7 @@ def distill_static(
             teacher=teacher,
             train=train,
             dev=dev,
+            split=rows.split,
             targets=targets,
             max_length=max_length,
             dim=dim,
@@ -231,23 +236,6 @@ def _check_loop(loop: LoopConfig) -> None:
         )
     if loop.two_stage_epochs:
         raise DistillError("--two-stage trains layers a static student does not have", "drop --two-stage")
-
-
-def _read_data(train, dev, labels, dev_fraction, seed, text_column, label_column):
-    train_data = read_labeled(train, text_column=text_column, label_column=label_column)
-    if dev is not None:
-        dev_data = read_labeled(dev, text_column=text_column, label_column=label_column)
-        warn_overlap(train_data, dev_data)
-    else:
-        train_data, dev_data = split_dev(train_data, fraction=dev_fraction, seed=seed)
-    for split, data in (("training", train_data), ("dev", dev_data)):
-        unknown = sorted(set(data.labels) - set(labels))
-        if unknown:
-            raise DataError(
-                f"{split} file {data.source} has labels the teacher was not trained on: {', '.join(unknown)}",
-                f"the teacher knows {', '.join(labels)}: fine-tune a teacher on this label set",
-            )
-    return train_data, dev_data
 
 
 def _open_cache(targets: Path, teacher: Path, labels: list[str], max_length: int | None) -> TargetsCache:
@@ -306,10 +294,7 @@ def _finish(work: Path, out: Path, report: DistillReport, **inputs) -> None:
         init="teacher states (model2vec style: PCA, SIF weights)",
         static={"dim": inputs["dim"], "freeze_table": inputs["freeze_table"], "table_from": inputs["table_from"]},
         vocab=inputs["vocab"],
-        data={
-            "train": file_fingerprint(inputs["train"]),
-            "dev": file_fingerprint(inputs["dev"]) if inputs["dev"] else None,
-        },
+        data=data_record(inputs["train"], inputs["dev"], inputs["split"]),
         targets=str(inputs["targets"]) if inputs["targets"] else None,
         loop={**asdict(loop), "weights": {k: asdict(v) for k, v in loop.weights.items()}},
         seconds=inputs["seconds"],
