@@ -207,7 +207,7 @@ from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
     type=FiniteFloatRange(0.01, 0.5),
     default=DISTILL.dev_fraction,
     show_default=True,
-    help="Dev share when no --dev is given.",
+    help="Dev share of --train when there is no --dev and the teacher's manifest names no dev rows for it.",
 )
 @optimizer_options(DISTILL)
 @with_columns
