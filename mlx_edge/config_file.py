@@ -74,7 +74,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "device": UNSET_DEVICE,
         "dev_fraction": DEV_SHARE,
         "trust_remote_code": "let the model's own Python code run",
-        "freeze_embeddings": "unset: word table kept as pretrained if it is most of the teacher, else trained",
+        "freeze_embeddings": "unset: word table kept as pretrained if 20M+ and most of the teacher, else trained",
     },
     "augment": {
         "per_class": "new examples per class, added to train for label and distill",

@@ -142,7 +142,7 @@ class TeacherTrainSettings(StageSettings):
     device: str = "auto"
     dev_fraction: float = 0.1
     trust_remote_code: bool = False
-    # the word-embedding table stays as pretrained; None: when it holds most of the teacher's parameters
+    # the word-embedding table stays as pretrained; None: when it holds most of the teacher's parameters (and 20M+)
     # (multilingual-e5-small's 250k rows are 82%: AdamW over them was 60% of a CPU step, at the same dev accuracy)
     freeze_embeddings: bool | None = None
 

@@ -81,9 +81,9 @@ def teacher():
 @click.option(
     "--freeze-embeddings/--train-embeddings",
     default=TEACHER.freeze_embeddings,
-    help="Keep the word-embedding table as pretrained, or train it. Default: frozen when the table holds most "
-    "of the model's parameters (multilingual-e5-small's 250k pieces: its optimizer update was most of each "
-    "step on a CPU, for the same dev accuracy), else trained.",
+    help="Keep the word-embedding table as pretrained, or train it. Default: kept when the table holds most "
+    "of the model's parameters and at least 20M (multilingual-e5-small's 250k pieces: their optimizer "
+    "update was most of each step on a CPU, for the same dev accuracy), else trained.",
 )
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
