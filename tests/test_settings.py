@@ -42,8 +42,8 @@ def _command(path: tuple[str, ...]) -> click.Command:
 def _cli_default(option: click.Option):
     """The value the command body sees when the option is not given."""
     value = option.default
-    if option.is_flag and not isinstance(value, bool):  # click leaves a plain flag's default unset: off
-        value = False
+    if option.is_flag and not isinstance(value, bool) and not option.secondary_opts:
+        value = False  # click leaves a plain flag's default unset: off (an --x/--no-x pair passes None)
     if option.callback is not None and isinstance(value, str):
         value = option.callback(None, option, value)
     return value  # a click.Choice's value is text: _same compares it as text
