@@ -25,6 +25,7 @@ import pytest
 from mlx_edge.serve.db import DB_NAME, Database
 from mlx_edge.serve.jobs import LOG_NAME, job_dir
 from tests.helpers.browser import PASSWORD, ROOT, Server, csrf_of, login
+from tests.helpers.jobs import job_pages
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="127.0.0.2+ are loopback on Linux")
 
@@ -110,13 +111,7 @@ def test_a_second_user_cannot_see_or_touch_the_admins_jobs(served):
     bob, token = login(server.url, "bob", OTHER)
     admin, _ = login(server.url)
     for job in (jobs["done"], jobs["interrupted"]):
-        for path in (
-            f"/jobs/{job}",
-            f"/api/jobs/{job}",
-            f"/jobs/{job}/log",
-            f"/jobs/{job}/download",
-            f"/jobs/{job}/download/fp16",
-        ):
+        for path in job_pages(job):
             assert bob.get(path).status_code == 404, path
         assert bob.get(f"/jobs/{job}/events", headers={"accept": "text/event-stream"}).status_code == 404
         for action in ("cancel", "resume"):

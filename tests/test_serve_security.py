@@ -23,6 +23,7 @@ from mlx_edge.serve.auth import LoginGuard, add_user, reset_password
 from mlx_edge.serve.db import DB_NAME, Database
 from tests.helpers.browser import csrf_of, free_port
 from tests.helpers.cli import assert_one_line_error
+from tests.helpers.jobs import job_pages
 
 PASSWORD = "a long enough password"
 ROWS = b'{"text": "pay the bill", "label": "finance"}\n{"text": "see the dentist", "label": "health"}\n' * 10
@@ -341,14 +342,7 @@ def test_a_user_cannot_see_or_touch_another_users_job(two_users):
     app, jobs = two_users
     bob, token = login(app, "bob")
     job = jobs["alice"]
-    for path in (
-        f"/jobs/{job}",
-        f"/api/jobs/{job}",
-        f"/jobs/{job}/log",
-        f"/jobs/{job}/download",
-        f"/jobs/{job}/download/fp16",
-        f"/jobs/{job}/events",
-    ):
+    for path in [*job_pages(job), f"/jobs/{job}/events"]:
         response = bob.get(path)
         assert response.status_code == 404, (path, response.status_code)
         assert "job of alice" not in response.text, path

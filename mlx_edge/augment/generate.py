@@ -17,6 +17,7 @@ from mlx.utils import tree_flatten, tree_unflatten
 
 from mlx_edge.errors import ModelError
 from mlx_edge.models.builtin_llm import BUILTIN_LLMS, check_builtin_llm, ensure_builtin_llm, is_builtin_llm
+from mlx_edge.models.quantized import float_weight
 
 
 class Generator(Protocol):
@@ -148,18 +149,11 @@ def load_llm(llm: str, *, adapter: Path | None = None):
 def unpack_for_cpu(model):
     """Quantized layers -> float32 ones: MLX's CPU quantized matmul is ~10x slower than BLAS float32
     (SmolLM2-135M 4-bit: 12 vs 125 prompt tokens/s on 2 cores); weights take 4-8x the memory.
-    Scales and biases are widened first, so w = scale * q + bias is exact (float16 rounds it)."""
+    Each weight is exact (models.quantized.float_weight)."""
     layers = []
     for name, module in model.named_modules():
         if isinstance(module, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
-            weight = mx.dequantize(
-                module.weight,
-                module.scales.astype(mx.float32),
-                module["biases"].astype(mx.float32) if "biases" in module else None,  # none in mxfp4 mode
-                module.group_size,
-                module.bits,
-                getattr(module, "mode", "affine"),
-            )
+            weight = float_weight(module)
             if isinstance(module, nn.QuantizedLinear):
                 plain = nn.Linear(weight.shape[1], weight.shape[0], bias="bias" in module)
                 if "bias" in module:

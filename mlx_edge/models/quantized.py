@@ -107,6 +107,19 @@ def quantized_weight_names(model: nn.Module) -> list[str]:
     return sorted(f"{path}.weight" for path, module in model.named_modules() if isinstance(module, kinds))
 
 
+def float_weight(module: nn.Module) -> mx.array:
+    """A quantized layer's weight in float32. Scales and biases are widened first, so w = scale * q + bias
+    is exact (float16 rounds it); mxfp4-style layers have no biases."""
+    return mx.dequantize(
+        module.weight,
+        module.scales.astype(mx.float32),
+        module["biases"].astype(mx.float32) if "biases" in module else None,
+        module.group_size,
+        module.bits,
+        getattr(module, "mode", MODE),
+    )
+
+
 def cpu_float(model: nn.Module) -> nn.Module:
     """For predictions on MLX's CPU device: a quantized model as a float copy holding the same weights
     (each code dequantized, w = scale * q + bias, in float32: exact); elsewhere the model itself.
@@ -120,9 +133,9 @@ def cpu_float(model: nn.Module) -> nn.Module:
         return model
     weights = dict(tree_flatten(model.parameters()))
     for path, m in layers:
-        scales, biases = m.scales.astype(mx.float32), m.biases.astype(mx.float32)
-        weights[f"{path}.weight"] = mx.dequantize(m.weight, scales, biases, m.group_size, m.bits, mode=MODE)
-        del weights[f"{path}.scales"], weights[f"{path}.biases"]
+        weights[f"{path}.weight"] = float_weight(m)
+        del weights[f"{path}.scales"]
+        weights.pop(f"{path}.biases", None)
     twin = type(model)(replace(model.config, quantization=None), fast_math=model.fast_math)
     twin.load_weights(list(weights.items()), strict=True)
     twin.train(model.training)
