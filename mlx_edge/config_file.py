@@ -75,6 +75,8 @@ COMMENTS: dict[str, dict[str, str]] = {
         "dev_fraction": DEV_SHARE,
         "trust_remote_code": "let the model's own Python code run",
         "freeze_embeddings": "unset: word table kept as pretrained if 20M+ and most of the teacher, else trained",
+        "freeze_layers": "bottom blocks (and all embeddings) kept as pretrained",
+        "backend": "torch (CUDA, MPS, CPU; torchrun) | mlx (one process, Metal on a Mac)",
     },
     "augment": {
         "per_class": "new examples per class, added to train for label and distill",

@@ -487,11 +487,11 @@ def recommend(bundles: list[dict]) -> str | None:
 
 
 def format_report(report: dict) -> str:
-    lines = ["stage           status                 seconds  output"]
+    lines = ["stage           status                 seconds    min  output"]
     for s in report["stages"]:
-        lines.append(f"{s['name']:<15} {s['status']:<22} {s['seconds']:>7.0f}  {s['output']}")
+        lines.append(f"{s['name']:<15} {s['status']:<22} {s['seconds']:>7.0f} {s['seconds'] / 60:>6.1f}  {s['output']}")
     total = report.get("seconds", sum(s["seconds"] for s in report["stages"]))
-    lines.append(f"{'total':<15} {'':<22} {total:>7.0f}  ({total / 60:.1f} min)")
+    lines.append(f"{'total':<15} {'':<22} {total:>7.0f} {total / 60:>6.1f}")
     for split, s in report["accuracy"].items():
         lines.append(
             f"{split:<5} accuracy: teacher {s['teacher']:.1%}, student {s['student']:.1%}"

@@ -128,11 +128,15 @@ class TeacherTrainSettings(StageSettings):
         "grad_accum": AT_LEAST_1,
         "max_grad_norm": POSITIVE,
         "dev_fraction": DEV_FRACTION,
+        "freeze_layers": NOT_NEGATIVE,
     }
+    CHOICES = {"backend": ("torch", "mlx")}
 
-    epochs: int = 3
+    # 2 epochs at 1e-4: the demo's teacher reached the dev accuracy of 3 at 5e-5 (95.17%) in 2/3 of the time
+    # (seeds 0-2: 95.17, 96.00, 95.00%)
+    epochs: int = 2
     batch_size: int = 32
-    learning_rate: float = 5e-5
+    learning_rate: float = 1e-4
     max_length: int | None = None  # None: the smallest of AUTO_LENGTHS that holds 99% of the training texts
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
@@ -145,6 +149,8 @@ class TeacherTrainSettings(StageSettings):
     # the word-embedding table stays as pretrained; None: when it holds most of the teacher's parameters (and 20M+)
     # (multilingual-e5-small's 250k rows are 82%: AdamW over them was 60% of a CPU step, at the same dev accuracy)
     freeze_embeddings: bool | None = None
+    freeze_layers: int = 0  # the bottom blocks (and all embeddings) kept as pretrained; 0: every block trains
+    backend: str = "torch"  # or "mlx": the MLX BERT with distillation's compiled step (one process)
 
 
 @dataclass(frozen=True)

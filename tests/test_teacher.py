@@ -413,7 +413,8 @@ def test_the_word_table_is_kept_as_pretrained_when_it_is_most_of_the_model(train
 
     def kept(vocab_size: int, hidden_size: int) -> bool:
         shape = dict(hidden_size=hidden_size, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
-        return table_is_most(BertForSequenceClassification(BertConfig(vocab_size=vocab_size, **shape)))
+        net = BertForSequenceClassification(BertConfig(vocab_size=vocab_size, **shape))
+        return table_is_most(net.get_input_embeddings().weight.numel(), sum(p.numel() for p in net.parameters()))
 
     assert kept(160_000, 128)  # 20.5M of ~20.8M parameters
     assert not kept(5000, 32)  # most of the model, but 160k weights: cheap to train (and random in tests)

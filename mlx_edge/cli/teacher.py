@@ -85,6 +85,21 @@ def teacher():
     "of the model's parameters and at least 20M (multilingual-e5-small's 250k pieces: their optimizer "
     "update was most of each step on a CPU, for the same dev accuracy), else trained.",
 )
+@click.option(
+    "--freeze-layers",
+    type=click.IntRange(0),
+    default=TEACHER.freeze_layers,
+    show_default=True,
+    help="Keep all embeddings and this many bottom blocks as pretrained: backward stops above them.",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["torch", "mlx"]),
+    default=TEACHER.backend,
+    show_default=True,
+    help="torch: transformers on CUDA/MPS/CPU (torchrun for several GPUs); mlx: the MLX BERT, one process "
+    "(Metal on a Mac); its teacher is a transformers directory like torch's.",
+)
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def teacher_train(
@@ -107,10 +122,12 @@ def teacher_train(
     device,
     trust_remote_code,
     freeze_embeddings,
+    freeze_layers,
+    backend,
     force,
     quiet,
 ):
-    """Fine-tune a BERT-family model on labeled text: PyTorch on CUDA > MPS > CPU.
+    """Fine-tune a BERT-family model on labeled text: PyTorch on CUDA > MPS > CPU, or MLX.
 
     Writes an HF directory (config.json with the labels, model.safetensors, tokenizer files),
     metrics.jsonl (one line per epoch) and mlx_edge_manifest.json. The best dev epoch is kept.
@@ -121,6 +138,7 @@ def teacher_train(
       mlx-edge teacher train --model bert-base-chinese --train train.csv --out teacher
       mlx-edge teacher train --model ./minilm --train train.jsonl --dev dev.jsonl --epochs 5 --out t
       mlx-edge teacher train --model multilingual-e5-small --train train.jsonl --out t
+      mlx-edge teacher train --model multilingual-e5-small --backend mlx --train train.jsonl --out t
       torchrun --nproc_per_node 4 -m mlx_edge teacher train --model bert-base-chinese --train t.csv --out t
     """
 
@@ -157,6 +175,8 @@ def teacher_train(
         force=force,
         trust_remote_code=trust_remote_code,
         freeze_embeddings=freeze_embeddings,
+        freeze_layers=freeze_layers,
+        backend=backend,
         progress=not quiet,
         on_epoch=report,
     )

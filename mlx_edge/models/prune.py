@@ -148,7 +148,9 @@ def plan_matching(full_dir: Path, student_dir: Path) -> VocabPlan:
 
 def pruned_tokenizer_json(data: dict, keep: np.ndarray) -> dict:
     """`data` (a tokenizer.json) with only the `keep` rows, renumbered in order; <unk> must stay."""
-    out = copy.deepcopy(data)
+    # The vocabulary is rebuilt, not edited: only the small parts edited in place are copied (a deep copy
+    # of e5's 250k-piece file took 5 s of every new student's distillation).
+    out = {**data, "model": dict(data["model"]), "post_processor": copy.deepcopy(data.get("post_processor"))}
     remap = {int(old): new for new, old in enumerate(keep)}
     model = out["model"]
     if model["type"] == "Unigram":

@@ -22,17 +22,26 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from mlx_edge.data import bucketed_batches, collate, load_splits
-from mlx_edge.errors import OutputError, TeacherError
+from mlx_edge.errors import ModelError, OutputError, TeacherError
 from mlx_edge.fileio import refuse_overwriting_inputs, remove_stale_staging, staging_dir
 from mlx_edge.manifest import file_fingerprint, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1, majority_accuracy
+from mlx_edge.models.builtin import resolve_model
 from mlx_edge.models.checkpoint import ensure_vocab_txt
-from mlx_edge.models.tokenizer import unknown_share, warn_unknown
+from mlx_edge.models.tokenizer import load_tokenizer, unknown_share, warn_unknown
 from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.devices import torch_placement
 from mlx_edge.runtime.distributed import init_ranks
 from mlx_edge.settings import AUTO_LENGTHS, TEACHER, TeacherTrainSettings
-from mlx_edge.teacher.source import is_local, load_for_training, transformers_progress
+from mlx_edge.teacher.source import (
+    check_local_model,
+    check_tokenizer_files,
+    head_labels,
+    is_local,
+    load_for_training,
+    transformers_progress,
+)
+from mlx_edge.teacher.train_mlx import train_mlx
 
 METRICS_NAME = "metrics.jsonl"
 
@@ -52,18 +61,54 @@ class TeacherTrainResult:
 TABLE_FREEZE_MIN = 20_000_000  # weights: below this a table's optimizer update costs little
 
 
-def table_is_most(net) -> bool:
-    """Whether the word-embedding table holds most of the model's parameters and at least 20M of them
-    (multilingual-e5-small's 250k rows: 96M, 82%). Then AdamW's update of it is most of a CPU training
-    step, and the table is kept as pretrained unless asked otherwise (the demo's teacher: 2.7x the
-    samples/s, the same dev accuracy). A small table costs little to train, so it is trained."""
-    table = net.get_input_embeddings().weight.numel()
-    return table >= TABLE_FREEZE_MIN and table > sum(p.numel() for p in net.parameters()) / 2
+def table_is_most(table: int, total: int) -> bool:
+    """Whether a word-embedding table of `table` weights holds most of the model's `total` and at least
+    20M (multilingual-e5-small's 250k rows: 96M, 82%). Then AdamW's update of it is most of a CPU
+    training step, and the table is kept as pretrained unless asked otherwise (the demo's teacher: 2.7x
+    the samples/s, the same dev accuracy). A small table costs little to train, so it is trained."""
+    return table >= TABLE_FREEZE_MIN and table > total / 2
+
+
+def encoder_layers(net):
+    """The transformer blocks of a transformers encoder, bottom first."""
+    base = net.base_model
+    for path in ("encoder.layer", "transformer.layer"):
+        node = base
+        for name in path.split("."):
+            node = getattr(node, name, None)
+        if node is not None:
+            return list(node)
+    raise TeacherError(f"cannot find the layers of a {type(net).__name__}", "train it with freeze_layers = 0")
+
+
+def check_freeze_layers(n: int, layers: int) -> None:
+    if n >= layers:
+        raise TeacherError(
+            f"freeze_layers {n} would keep every block of a {layers}-layer teacher as pretrained",
+            f"use at most {layers - 1}, so at least the top block and the head learn the task",
+        )
+
+
+def freeze_bottom(net, n: int) -> None:
+    """Keep the embeddings and the bottom `n` blocks as pretrained: backward then stops above them."""
+    layers = encoder_layers(net)
+    check_freeze_layers(n, len(layers))
+    for param in net.base_model.embeddings.parameters():
+        param.requires_grad_(False)
+    for layer in layers[:n]:
+        for param in layer.parameters():
+            param.requires_grad_(False)
 
 
 def auto_max_length(tokenizer, texts) -> int:
     """The smallest of AUTO_LENGTHS that holds 99% of `texts` whole (the bundle's input length follows it)."""
-    lengths = [len(ids) for ids in tokenizer(list(texts), truncation=True, max_length=AUTO_LENGTHS[-1])["input_ids"]]
+    return length_for(
+        [len(ids) for ids in tokenizer(list(texts), truncation=True, max_length=AUTO_LENGTHS[-1])["input_ids"]]
+    )
+
+
+def length_for(lengths: list[int]) -> int:
+    """The smallest of AUTO_LENGTHS that holds 99% of these token counts."""
     needed = float(np.percentile(lengths, 99)) if lengths else 0.0
     return next((n for n in AUTO_LENGTHS if n >= needed), AUTO_LENGTHS[-1])
 
@@ -90,6 +135,8 @@ def train_teacher(
     force: bool = False,
     trust_remote_code: bool = TEACHER.trust_remote_code,
     freeze_embeddings: bool | None = TEACHER.freeze_embeddings,
+    freeze_layers: int = TEACHER.freeze_layers,
+    backend: str = TEACHER.backend,
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
 ) -> TeacherTrainResult:
@@ -110,10 +157,36 @@ def train_teacher(
         dev_fraction=dev_fraction,
         trust_remote_code=trust_remote_code,
         freeze_embeddings=freeze_embeddings,
+        freeze_layers=freeze_layers,
+        backend=backend,
     )
     refuse_overwriting_inputs(out, train, dev, model if is_local(model) else None)  # --force would delete it
     if out.exists() and not force:
         raise OutputError(f"{out} already exists", "pass --force to replace it, or choose another --out")
+    if backend == "mlx":
+        return _train_with_mlx(
+            model=model,
+            train=train,
+            out=out,
+            dev=dev,
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            max_length=max_length,
+            warmup_ratio=warmup_ratio,
+            weight_decay=weight_decay,
+            grad_accum=grad_accum,
+            max_grad_norm=max_grad_norm,
+            seed=seed,
+            device=device,
+            dev_fraction=dev_fraction,
+            text_column=text_column,
+            label_column=label_column,
+            freeze_embeddings=freeze_embeddings,
+            freeze_layers=freeze_layers,
+            progress=progress,
+            on_epoch=on_epoch,
+        )
     placement = torch_placement(device)
     dist = init_ranks("nccl" if placement.device == "cuda" else "gloo")
     torch_device = torch.device(f"cuda:{dist.local_rank}" if placement.device == "cuda" else placement.device)
@@ -132,9 +205,13 @@ def train_teacher(
         max_length = auto_max_length(tokenizer, train_data.texts)
     max_length = min(max_length, getattr(net.config, "max_position_embeddings", max_length))
     if freeze_embeddings is None:
-        freeze_embeddings = table_is_most(net)
+        freeze_embeddings = table_is_most(
+            net.get_input_embeddings().weight.numel(), sum(p.numel() for p in net.parameters())
+        )
     if freeze_embeddings:
         net.get_input_embeddings().weight.requires_grad_(False)
+    if freeze_layers:
+        freeze_bottom(net, freeze_layers)
     net.to(torch_device)
 
     def encode(texts):
@@ -241,38 +318,149 @@ def train_teacher(
         dist.world,
     )
     if dist.main:
-        write_manifest(
-            staging,
-            "teacher",
-            base_model=str(model),
-            labels=label_map.labels,
-            max_length=max_length,
-            data={
-                "train": file_fingerprint(train),
-                "dev": file_fingerprint(dev) if dev else None,
-                "dev_fraction": None if dev else dev_fraction,
-                "seed": seed,
-            },
-            hyperparameters={
-                "epochs": epochs,
-                "batch_size": batch_size,
-                "learning_rate": learning_rate,
-                "warmup_ratio": warmup_ratio,
-                "weight_decay": weight_decay,
-                "grad_accum": grad_accum,
-                "max_grad_norm": max_grad_norm,
-                "freeze_embeddings": freeze_embeddings,
-                "autocast": placement.autocast_dtype,
-            },
-            result=asdict(result),
-        )
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
+        hyperparameters = {
+            "epochs": epochs,
+            "batch_size": batch_size,
+            "learning_rate": learning_rate,
+            "warmup_ratio": warmup_ratio,
+            "weight_decay": weight_decay,
+            "grad_accum": grad_accum,
+            "max_grad_norm": max_grad_norm,
+            "freeze_embeddings": freeze_embeddings,
+            "freeze_layers": freeze_layers,
+            "backend": "torch",
+            "autocast": placement.autocast_dtype,
+        }
+        data = {"train": train, "dev": dev, "dev_fraction": dev_fraction, "seed": seed}
+        _finish(staging, out, model, label_map.labels, max_length, data, hyperparameters, result)
     del net, model_for_step, optimizer, scheduler
     _empty_cache(placement.device)
     dist.barrier()
     return result
+
+
+def _train_with_mlx(*, model, train, out, dev, dev_fraction, seed, text_column, label_column, max_length,
+                    freeze_embeddings, freeze_layers, progress, on_epoch, **settings) -> TeacherTrainResult:  # fmt: skip
+    """`train_teacher` with backend="mlx" (teacher/train_mlx.py): one process, a local or built-in base."""
+    if init_ranks().world > 1:
+        raise TeacherError(
+            "the MLX backend trains in one process; this run was started by torchrun",
+            "run it without torchrun, or pass --backend torch",
+        )
+    base = Path(resolve_model(model, progress=progress)).expanduser()
+    if not base.is_dir():
+        raise TeacherError(
+            f"the MLX backend fine-tunes a local model directory or a built-in teacher, and {model} is neither",
+            "download it first (its directory then works here), or pass --backend torch",
+        )
+    config = check_local_model(base)
+    check_tokenizer_files(base)
+    check_freeze_layers(freeze_layers, config["num_hidden_layers"])
+    train_data, dev_data, label_map = load_splits(
+        train, dev, dev_fraction=dev_fraction, seed=seed, text_column=text_column, label_column=label_column
+    )
+    existing = head_labels(config)
+    if existing is not None and existing != label_map.labels:
+        raise ModelError(
+            f"the model's labels {existing} differ from the data's labels {label_map.labels}",
+            "start from the base model, or use data with the model's labels",
+        )
+    tokenizer = load_tokenizer(base)
+    if max_length is None:
+        max_length = length_for([len(x) for x in tokenizer.encode_batch(train_data.texts, max_length=AUTO_LENGTHS[-1])])
+    max_length = min(max_length, config.get("max_position_embeddings", max_length))
+
+    def encode(texts):
+        return [np.asarray(x, dtype=np.int32) for x in tokenizer.encode_batch(list(texts), max_length=max_length)]
+
+    train_ids, dev_ids = encode(train_data.texts), encode(dev_data.texts)
+    train_y, dev_y = label_map.encode(train_data.labels), label_map.encode(dev_data.labels)
+    warn_unknown(unknown_share(train_ids, tokenizer.unk_id, tokenizer.special_ids), f"{train} ({model}'s tokenizer)")
+    if freeze_embeddings is None:
+        table = config["vocab_size"] * (config.get("embedding_size") or config["hidden_size"])
+        freeze_embeddings = table_is_most(table, table + encoder_weights(config))
+    remove_stale_staging(out)
+    staging = staging_dir(out)
+    metrics_file = staging / METRICS_NAME
+
+    def epoch_done(metrics: dict) -> None:
+        line = {
+            "epoch": metrics["epoch"],
+            "train_loss": metrics["train_ce"],
+            "dev_accuracy": metrics["dev_accuracy"],
+            "dev_macro_f1": metrics["dev_macro_f1"],
+            "samples_per_second": metrics["samples_per_second"],
+        }
+        with open(metrics_file, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+        if on_epoch is not None:
+            on_epoch(line)
+
+    outcome = train_mlx(
+        base=base,
+        labels=label_map.labels,
+        train_ids=train_ids,
+        train_y=train_y,
+        dev_ids=dev_ids,
+        dev_y=dev_y,
+        pad_id=tokenizer.pad_id,
+        max_length=max_length,
+        staging=staging,
+        seed=seed,
+        freeze_embeddings=freeze_embeddings,
+        freeze_layers=freeze_layers,
+        progress=progress,
+        on_epoch=epoch_done,
+        **settings,
+    )
+    result = TeacherTrainResult(
+        str(out),
+        outcome.best_epoch,
+        outcome.dev_accuracy,
+        outcome.dev_macro_f1,
+        majority_accuracy(train_y, dev_y),
+        outcome.samples_per_second,
+        outcome.device,
+        1,
+    )
+    hyperparameters = {
+        **{k: v for k, v in settings.items() if k != "device"},
+        "freeze_embeddings": freeze_embeddings,
+        "freeze_layers": freeze_layers,
+        "backend": "mlx",
+        "autocast": None,
+    }
+    data = {"train": train, "dev": dev, "dev_fraction": dev_fraction, "seed": seed}
+    _finish(staging, out, model, label_map.labels, max_length, data, hyperparameters, result)
+    return result
+
+
+def encoder_weights(config: dict) -> int:
+    """About how many weights a BERT config's blocks hold (the classifier's few aside)."""
+    hidden, inner, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+    return layers * (4 * hidden * hidden + 2 * hidden * inner)
+
+
+def _finish(staging: Path, out: Path, model, labels, max_length, data: dict, hyperparameters: dict, result) -> None:
+    """The manifest into `staging`, then `staging` renamed into place as `out`."""
+    write_manifest(
+        staging,
+        "teacher",
+        base_model=str(model),
+        labels=labels,
+        max_length=max_length,
+        data={
+            "train": file_fingerprint(data["train"]),
+            "dev": file_fingerprint(data["dev"]) if data["dev"] else None,
+            "dev_fraction": None if data["dev"] else data["dev_fraction"],
+            "seed": data["seed"],
+        },
+        hyperparameters=hyperparameters,
+        result=asdict(result),
+    )
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(staging, out)
 
 
 def _stop_bad_loss(value: float, step: int, epoch: int, out: Path, staging: Path | None, learning_rate: float):
