@@ -14,7 +14,7 @@ PyTorch uses its own intra-op threads (one per core) and its own BLAS: its child
 OpenBLAS preload (`--torch-with-openblas` loads OpenBLAS globally there, where it answers libtorch's
 sgemm_, as mlx-edge did before its CBLAS shim; benchmark figures before 2026-11-23 were taken so).
 
-`--compare-bench` also times `mlx-edge bench`'s distill-cached workload (the same TrainStep) in a
+`--compare-bench` also times `mlx-edge bench`'s default distill workload (the same TrainStep) in a
 process of its own: with `--dropout 0 --vocab all` the two measure the same step on the same shapes
 (the bench turns dropout off so backends can be compared, and keeps the student's whole vocabulary).
 """
@@ -156,13 +156,13 @@ def run_mlx(paths: dict, steps: int, warmup: int, with_hidden: bool, dropout: fl
 
 
 def run_bench(paths: dict, steps: int, warmup: int, with_hidden: bool, dropout: float, vocab: str) -> dict:
-    """`mlx-edge bench`'s distill-cached row for the tiny student at batch 32 x 128 (MiniLM vocabulary)."""
+    """`mlx-edge bench`'s distill row for the tiny student at batch 32 x 128 (MiniLM vocabulary)."""
     from mlx_edge.bench.run import bench
 
     report = bench(
         model="tiny",
         backends=["mlx-cpu"],
-        workloads=("distill-cached",),
+        workloads=("distill",),
         train_batch=BATCH,
         train_seq=SEQ,
         warmup=warmup,
@@ -242,7 +242,7 @@ def main() -> None:
     parser.add_argument("--with-hidden", action="store_true", help="add hidden-state MSE on 4 layers from the cache")
     parser.add_argument("--dropout", type=float, default=0.1, help="student dropout (the presets' 0.1)")
     parser.add_argument("--vocab", default="auto", help="the MLX student's vocabulary (distill --vocab: auto prunes)")
-    parser.add_argument("--compare-bench", action="store_true", help="also time mlx-edge bench's distill-cached row")
+    parser.add_argument("--compare-bench", action="store_true", help="also time mlx-edge bench's distill row")
     parser.add_argument(
         "--torch-with-openblas",
         action="store_true",
@@ -313,7 +313,7 @@ def main() -> None:
     if "bench" in results:
         b = results["bench"]
         print(
-            f"mlx-edge bench distill-cached b{BATCH} L{SEQ} / this loop: "
+            f"mlx-edge bench distill b{BATCH} L{SEQ} / this loop: "
             f"{b['samples_per_second'] / results['mlx']['samples_per_second']:.2f}x "
             f"({b['path']}; {b['roofline_pct']:.0f}% of the MLX matmul peak)"
         )

@@ -67,7 +67,7 @@ def cli_run(tiny_bert_dir, tmp_path_factory):
             "--teacher",
             str(tiny_bert_dir),
             "--workloads",
-            "infer,train,distill,distill-cached,label",
+            "infer,train,teacher-train,distill,distill-live,label",
             "--json",
             str(out / "bench.json"),
             "--plot",
@@ -93,8 +93,9 @@ def test_json_structure_and_values(cli_run):
         "infer b1 L16",
         "infer b2 L16",
         "train b2 L16",
+        "teacher-train b2 L16",
         "distill b2 L16",
-        "distill-cached b2 L16",
+        "distill-live b2 L16",
         "label b2 L16",
     ]
     assert report["disagreements"] == []
@@ -112,7 +113,7 @@ def test_json_structure_and_values(cli_run):
         mlx = next(e for e in ranked if e["backend"] == "mlx-cpu")
         assert mlx["memory"]["device_peak_bytes"] > 0 and "MLX" in mlx["memory"]["device_peak_kind"]
         ort = next(e for e in row["results"] if e["backend"] == "onnxruntime-cpu")
-        if row["kind"] in ("train", "distill", "distill-cached"):
+        if row["kind"] in ("train", "teacher-train", "distill", "distill-live"):
             assert ort["status"] == "unsupported" and "inference only" in ort["reason"]
             assert {e["backend"] for e in ranked} == {"mlx-cpu", "torch-cpu"}
         else:
@@ -127,7 +128,7 @@ def test_mlx_rows_name_the_product_path_they_ran(cli_run):
     paths = {
         row["name"]: next(e for e in row["results"] if e["backend"] == "mlx-cpu")["path"] for row in report["workloads"]
     }
-    for name in ("train b2 L16", "distill b2 L16", "distill-cached b2 L16"):
+    for name in ("train b2 L16", "teacher-train b2 L16", "distill b2 L16", "distill-live b2 L16"):
         assert paths[name].startswith("distill TrainStep") and "compiled" in paths[name]
     assert "CPU stream" in paths["infer b2 L16"] and "eager" in paths["infer b2 L16"]
     assert "CPU stream" in paths["label b2 L16"]
@@ -326,7 +327,22 @@ def test_flops_count_matches_a_hand_count():
     expected = 2 * (2 * 3 * 16 * per_token + 3 * (32 * 32 + 32 * 2))
     assert forward_flops(c, 3, 16) == expected
     assert workload_flops(Workload("train", 3, 16), c, c) == 3 * expected
-    assert workload_flops(Workload("distill", 3, 16), c, c) == 4 * expected
+    assert workload_flops(Workload("distill", 3, 16), c, c) == 3 * expected  # the teacher's logits are cached
+    assert workload_flops(Workload("distill-live", 3, 16), c, c) == 4 * expected
+    small = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=48)
+    assert workload_flops(Workload("teacher-train", 3, 16), small, c) == 3 * expected  # the teacher's step
+
+
+def test_default_workloads_are_the_products_paths():
+    """The default distill row reads the teacher's logits as a targets cache holds them (what `mlx-edge run`
+    distills from); the live teacher and the old name stay reachable; the CLI lists every kind."""
+    from mlx_edge.bench.workloads import ALIASES, DEFAULT_KINDS, KINDS, plan
+    from mlx_edge.cli.bench import WORKLOAD_KINDS
+
+    assert WORKLOAD_KINDS == (*KINDS, *ALIASES)
+    assert "distill-live" not in DEFAULT_KINDS and {"distill", "teacher-train"} <= set(DEFAULT_KINDS)
+    assert [w.kind for w in plan(("distill-cached",))] == ["distill"]
+    assert CliRunner().invoke(main, ["bench", "--help"]).output.count("teacher-train") >= 1
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path):

@@ -103,10 +103,11 @@ class MlxRunner:
 
     def _train_task(self, workload, inputs) -> Task:
         """`mlx-edge distill`'s own step (distill/step.py TrainStep: shards over CPU streams, compiled,
-        clipped AdamW) with the bench's losses: CE (train), KD + CE from a cache (distill-cached), or
-        with the teacher's forward live on the same streams (distill, as distill without a cache)."""
-        model = self._load("student")
-        kd = workload.kind != "train"
+        clipped AdamW) with the bench's losses: CE (train; teacher-train, the step `teacher train
+        --backend mlx` runs), KD + CE from a cache (distill), or with the teacher's forward live on the
+        same streams (distill-live, as distill without a cache)."""
+        model = self._load("teacher" if workload.kind == "teacher-train" else "student")
+        kd = workload.kind in ("distill", "distill-live")
         terms_on = {"kd", "ce"} if kd else {"ce"}
         loop = LoopConfig(
             batch_size=workload.batch,
@@ -146,14 +147,13 @@ class MlxRunner:
 
     def _teacher_targets(self, workload, terms_on, shards):
         """What the step learns from, as distill's providers give it: none, a cache, or the live teacher."""
-        if workload.kind == "train":
+        if workload.kind in ("train", "teacher-train"):
             zeros = np.zeros((workload.batch, self.models.student.num_labels), np.float32)
             return lambda rows, ids, mask: {"logits": zeros}
         teacher = self._load("teacher")
         teacher.eval()
-        live = live_targets(teacher, {}, terms_on, shards)
-        if workload.kind == "distill":
-            return live
+        if workload.kind == "distill-live":
+            return live_targets(teacher, {}, terms_on, shards)
         forward = BatchForward(teacher, batch_size=workload.batch)
         cached = {}  # the teacher's logits computed once, as a targets cache holds them
 

@@ -108,7 +108,7 @@ class TorchRunner:
     def _train_task(self, workload, inputs) -> Task:
         torch = self.torch
         F = torch.nn.functional
-        model = self._load("student").train()
+        model = self._load("teacher" if workload.kind == "teacher-train" else "student").train()
         ids, mask, y = self._tensors(inputs)
         optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY)
         teacher_logits = self._teacher_logits(workload, ids, mask)
@@ -117,7 +117,7 @@ class TorchRunner:
         def loss_value():
             logits = model(ids, mask)[1]
             ce = F.cross_entropy(logits, y)
-            if workload.kind == "train":
+            if workload.kind in ("train", "teacher-train"):
                 return ce
             # KL(teacher || student) of the softened distributions, batch mean, times T² (as in MLX)
             kd = F.kl_div(
@@ -146,7 +146,7 @@ class TorchRunner:
 
     def _teacher_logits(self, workload, ids, mask):
         torch = self.torch
-        if workload.kind == "train":
+        if workload.kind in ("train", "teacher-train"):
             return lambda: None
         teacher = self._load("teacher")
 
@@ -154,7 +154,7 @@ class TorchRunner:
             with torch.no_grad():
                 return teacher(ids, mask)[1]
 
-        if workload.kind == "distill-cached":
+        if workload.kind == "distill":  # the teacher's logits computed once, as a targets cache holds them
             cached = forward()
             return lambda: cached
         return forward

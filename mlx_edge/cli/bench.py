@@ -29,7 +29,8 @@ BACKEND_NAMES = (
     "torch",
     "coreml",
 )
-WORKLOAD_KINDS = ("infer", "train", "distill", "distill-cached", "label")
+# bench/workloads.py's KINDS, then ALIASES (written out: --help imports no MLX; tests/test_bench.py compares)
+WORKLOAD_KINDS = ("infer", "train", "teacher-train", "distill", "distill-live", "label", "distill-cached")
 
 
 def _int_list(ctx, param, value):
@@ -66,7 +67,7 @@ def _names(allowed):
     "--teacher",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=None,
-    help="Teacher DIR for the distill/label workloads; default: a random MiniLM-L6-shaped BERT (6x384).",
+    help="Teacher DIR for the teacher-train/distill/label workloads; default: a random MiniLM-L6-shaped BERT (6x384).",
 )
 @click.option(
     "--backends",
@@ -77,9 +78,10 @@ def _names(allowed):
 @click.option(
     "--workloads",
     callback=_names(WORKLOAD_KINDS),
-    default="infer,train,distill,label",
+    default="infer,train,teacher-train,distill,label",
     show_default=True,
-    help="Comma-separated workloads: " + ", ".join(WORKLOAD_KINDS) + ".",
+    help="Comma-separated workloads: " + ", ".join(WORKLOAD_KINDS[:-1]) + " (distill: from a targets cache, "
+    "as mlx-edge run distills; distill-live: the teacher's forward in each step; distill-cached: distill).",
 )
 @click.option(
     "--seq-lens",
@@ -101,13 +103,13 @@ def _names(allowed):
     type=click.IntRange(1),
     default=BENCH.train_batch,
     show_default=True,
-    help="Batch size of the train/distill/label workloads.",
+    help="Batch size of the train/teacher-train/distill/label workloads.",
 )
 @click.option(
     "--train-seq",
     type=click.IntRange(2),
     default=BENCH.train_seq,
-    help="Sequence length of the train/distill/label workloads; default: the largest --seq-lens.",
+    help="Sequence length of the train/teacher-train/distill/label workloads; default: the largest --seq-lens.",
 )
 @renamed("--train-seq-len", "--train-seq")
 @click.option("--warmup", type=click.IntRange(0), default=BENCH.warmup, show_default=True, help="Untimed steps first.")
