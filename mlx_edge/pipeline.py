@@ -477,12 +477,15 @@ RECOMMEND_WITHIN = 0.01  # 1 point
 def recommend(bundles: list[dict]) -> str | None:
     """The bundle to ship: the smallest that passed its check and is within 1 point of the best on both dev
     accuracy and agreement with the teacher (agreement is the steadier of the two on a few hundred texts:
-    a bundle that scores as well on dev but disagrees more with the teacher is lucky, not as faithful)."""
+    a bundle that scores as well on dev but disagrees more with the teacher is lucky, not as faithful).
+    When none is near the best on both (the most accurate disagrees most), the most accurate."""
     scored = [b for b in bundles if "dev_accuracy" in b and b.get("check") is not False]
     if not scored:
         return None
     best = {key: max(b[key] for b in scored) for key in ("dev_accuracy", "agreement")}
     near = [b for b in scored if all(b[key] >= best[key] - RECOMMEND_WITHIN - 1e-9 for key in best)]
+    if not near:
+        return max(scored, key=lambda b: (b["dev_accuracy"], b["agreement"], -b["bundle_bytes"]))["bundle"]
     return min(near, key=lambda b: b["bundle_bytes"])["bundle"]
 
 

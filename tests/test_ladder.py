@@ -138,3 +138,6 @@ def test_the_recommended_bundle_is_the_smallest_near_the_best_on_accuracy_and_ag
     assert recommend([*ladder[:3], row("static", 1.44, 0.920, 0.920)]) == "static"
     assert recommend([*ladder[:1], row("int8", 7.95, 0.927, 0.925, check=False)]) == "fp16"  # a failed check
     assert recommend([]) is None
+    # the most accurate disagrees most, the most faithful scores lowest: none is near the best on both
+    apart = [row("fp16", 18.97, 0.70, 0.60), row("int8", 7.95, 0.66, 0.64), row("static", 1.44, 0.62, 0.62)]
+    assert recommend(apart) == "fp16"

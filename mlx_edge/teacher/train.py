@@ -143,7 +143,7 @@ def train_teacher(
     """Fine-tune `model` (hub id, directory or built-in name) on labeled data; write the best epoch to `out`."""
 
     out = Path(out)
-    TeacherTrainSettings(  # refuses a value out of range (ConfigError) before any work
+    settings = TeacherTrainSettings(  # refuses a value out of range (ConfigError) before any work
         epochs=epochs,
         batch_size=batch_size,
         learning_rate=learning_rate,
@@ -165,25 +165,13 @@ def train_teacher(
         raise OutputError(f"{out} already exists", "pass --force to replace it, or choose another --out")
     if backend == "mlx":
         return _train_with_mlx(
+            settings,
             model=model,
             train=train,
             out=out,
             dev=dev,
-            epochs=epochs,
-            batch_size=batch_size,
-            learning_rate=learning_rate,
-            max_length=max_length,
-            warmup_ratio=warmup_ratio,
-            weight_decay=weight_decay,
-            grad_accum=grad_accum,
-            max_grad_norm=max_grad_norm,
-            seed=seed,
-            device=device,
-            dev_fraction=dev_fraction,
             text_column=text_column,
             label_column=label_column,
-            freeze_embeddings=freeze_embeddings,
-            freeze_layers=freeze_layers,
             progress=progress,
             on_epoch=on_epoch,
         )
@@ -339,8 +327,9 @@ def train_teacher(
     return result
 
 
-def _train_with_mlx(*, model, train, out, dev, dev_fraction, seed, text_column, label_column, max_length,
-                    freeze_embeddings, freeze_layers, progress, on_epoch, **settings) -> TeacherTrainResult:  # fmt: skip
+def _train_with_mlx(
+    settings: TeacherTrainSettings, *, model, train, out, dev, text_column, label_column, progress, on_epoch
+) -> TeacherTrainResult:
     """`train_teacher` with backend="mlx" (teacher/train_mlx.py): one process, a local or built-in base."""
     if init_ranks().world > 1:
         raise TeacherError(
@@ -355,9 +344,14 @@ def _train_with_mlx(*, model, train, out, dev, dev_fraction, seed, text_column, 
         )
     config = check_local_model(base)
     check_tokenizer_files(base)
-    check_freeze_layers(freeze_layers, config["num_hidden_layers"])
+    check_freeze_layers(settings.freeze_layers, config["num_hidden_layers"])
     train_data, dev_data, label_map = load_splits(
-        train, dev, dev_fraction=dev_fraction, seed=seed, text_column=text_column, label_column=label_column
+        train,
+        dev,
+        dev_fraction=settings.dev_fraction,
+        seed=settings.seed,
+        text_column=text_column,
+        label_column=label_column,
     )
     existing = head_labels(config)
     if existing is not None and existing != label_map.labels:
@@ -366,6 +360,7 @@ def _train_with_mlx(*, model, train, out, dev, dev_fraction, seed, text_column, 
             "start from the base model, or use data with the model's labels",
         )
     tokenizer = load_tokenizer(base)
+    max_length = settings.max_length
     if max_length is None:
         max_length = length_for([len(x) for x in tokenizer.encode_batch(train_data.texts, max_length=AUTO_LENGTHS[-1])])
     max_length = min(max_length, config.get("max_position_embeddings", max_length))
@@ -376,6 +371,7 @@ def _train_with_mlx(*, model, train, out, dev, dev_fraction, seed, text_column, 
     train_ids, dev_ids = encode(train_data.texts), encode(dev_data.texts)
     train_y, dev_y = label_map.encode(train_data.labels), label_map.encode(dev_data.labels)
     warn_unknown(unknown_share(train_ids, tokenizer.unk_id, tokenizer.special_ids), f"{train} ({model}'s tokenizer)")
+    freeze_embeddings = settings.freeze_embeddings
     if freeze_embeddings is None:
         table = config["vocab_size"] * (config.get("embedding_size") or config["hidden_size"])
         freeze_embeddings = table_is_most(table, table + encoder_weights(config))
@@ -406,12 +402,21 @@ def _train_with_mlx(*, model, train, out, dev, dev_fraction, seed, text_column, 
         pad_id=tokenizer.pad_id,
         max_length=max_length,
         staging=staging,
-        seed=seed,
         freeze_embeddings=freeze_embeddings,
-        freeze_layers=freeze_layers,
         progress=progress,
         on_epoch=epoch_done,
-        **settings,
+        **settings.kwargs(
+            "epochs",
+            "batch_size",
+            "learning_rate",
+            "warmup_ratio",
+            "weight_decay",
+            "grad_accum",
+            "max_grad_norm",
+            "seed",
+            "device",
+            "freeze_layers",
+        ),
     )
     result = TeacherTrainResult(
         str(out),
@@ -424,13 +429,21 @@ def _train_with_mlx(*, model, train, out, dev, dev_fraction, seed, text_column, 
         1,
     )
     hyperparameters = {
-        **{k: v for k, v in settings.items() if k != "device"},
+        **settings.kwargs(
+            "epochs",
+            "batch_size",
+            "learning_rate",
+            "warmup_ratio",
+            "weight_decay",
+            "grad_accum",
+            "max_grad_norm",
+            "freeze_layers",
+        ),
         "freeze_embeddings": freeze_embeddings,
-        "freeze_layers": freeze_layers,
         "backend": "mlx",
         "autocast": None,
     }
-    data = {"train": train, "dev": dev, "dev_fraction": dev_fraction, "seed": seed}
+    data = {"train": train, "dev": dev, "dev_fraction": settings.dev_fraction, "seed": settings.seed}
     _finish(staging, out, model, label_map.labels, max_length, data, hyperparameters, result)
     return result
 
