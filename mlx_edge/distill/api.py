@@ -40,7 +40,7 @@ from mlx_edge.runtime.cpu_streams import resolve_shards
 from mlx_edge.runtime.devices import mlx_device
 from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA
 from mlx_edge.targets import TargetsCache
-from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, head_labels, tokenizer_hash
+from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, file_state, head_labels, tokenizer_hash
 
 # The vocabulary a new student keeps by default (see docs/distill.md "Vocabulary pruning" for the trade-off).
 PRUNE_DEFAULT = "seen+script"
@@ -480,18 +480,17 @@ def run_report(
     )
 
 
-# The teacher's dev predictions, by teacher directory (as it stood: path, inode, size and time of its
-# weights) and dev token ids: the ladder's distillations (student, int8 split, int4 student, split, QAT)
+# The teacher's dev predictions, by the state of the teacher's weights file (teacher.source.file_state)
+# and the dev token ids: the ladder's distillations (student, int8 split, int4 student, split, QAT)
 # share one teacher and one dev set, and each pass of e5-small over it cost 2-3 s.
 _TEACHER_PREDICTIONS: dict[tuple, np.ndarray] = {}
 
 
 def _teacher_predictions(teacher: Path, teacher_model, ids: list[np.ndarray], pad_id: int) -> np.ndarray:
     weights = Path(teacher) / "model.safetensors"
-    stat = weights.stat() if weights.is_file() else None
     digest = hashlib.sha256(b"".join(np.asarray(x, np.int32).tobytes() + b"\xff\xff\xff\xff" for x in ids))
-    key = (str(Path(teacher).resolve()), stat and (stat.st_ino, stat.st_size, stat.st_mtime_ns), digest.hexdigest())
-    if stat is None or key not in _TEACHER_PREDICTIONS:
+    key = (file_state(weights), digest.hexdigest()) if weights.is_file() else None
+    if key is None or key not in _TEACHER_PREDICTIONS:
         _TEACHER_PREDICTIONS.clear()  # one teacher at a time is all a run needs
         _TEACHER_PREDICTIONS[key] = predict_ids(teacher_model, ids, pad_id)[1]
     return _TEACHER_PREDICTIONS[key]

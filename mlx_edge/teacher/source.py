@@ -191,13 +191,14 @@ def check_tokenizer_fits(tokenizer, config, model: str | Path) -> None:
 _HASHES: dict[tuple, str] = {}
 
 
-def _file_state(path: Path) -> tuple:
+def file_state(path: Path) -> tuple:
+    """Where and what a file is now (path, inode, size, times): a key for what was computed from it."""
     st = path.stat()
     return str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _hash_once(kind: str, paths: list[Path], compute) -> str:
-    key = (kind, *(_file_state(p) for p in paths))
+    key = (kind, *(file_state(p) for p in paths))
     if key not in _HASHES:
         if len(_HASHES) > 64:
             _HASHES.clear()

@@ -44,6 +44,8 @@ from mlx_edge.teacher.source import (
 from mlx_edge.teacher.train_mlx import train_mlx
 
 METRICS_NAME = "metrics.jsonl"
+# The settings of the optimization itself: in the manifest, and what the MLX backend passes on.
+OPTIMIZATION = ("epochs", "batch_size", "learning_rate", "warmup_ratio", "weight_decay", "grad_accum", "max_grad_norm")
 
 
 @dataclass
@@ -306,21 +308,9 @@ def train_teacher(
         dist.world,
     )
     if dist.main:
-        hyperparameters = {
-            "epochs": epochs,
-            "batch_size": batch_size,
-            "learning_rate": learning_rate,
-            "warmup_ratio": warmup_ratio,
-            "weight_decay": weight_decay,
-            "grad_accum": grad_accum,
-            "max_grad_norm": max_grad_norm,
-            "freeze_embeddings": freeze_embeddings,
-            "freeze_layers": freeze_layers,
-            "backend": "torch",
-            "autocast": placement.autocast_dtype,
-        }
-        data = {"train": train, "dev": dev, "dev_fraction": dev_fraction, "seed": seed}
-        _finish(staging, out, model, label_map.labels, max_length, data, hyperparameters, result)
+        _finish(staging, out, model=model, train=train, dev=dev, labels=label_map.labels, max_length=max_length,
+                settings=settings, freeze_embeddings=freeze_embeddings, backend="torch",
+                autocast=placement.autocast_dtype, result=result)  # fmt: skip
     del net, model_for_step, optimizer, scheduler
     _empty_cache(placement.device)
     dist.barrier()
@@ -405,18 +395,7 @@ def _train_with_mlx(
         freeze_embeddings=freeze_embeddings,
         progress=progress,
         on_epoch=epoch_done,
-        **settings.kwargs(
-            "epochs",
-            "batch_size",
-            "learning_rate",
-            "warmup_ratio",
-            "weight_decay",
-            "grad_accum",
-            "max_grad_norm",
-            "seed",
-            "device",
-            "freeze_layers",
-        ),
+        **settings.kwargs(*OPTIMIZATION, "seed", "device", "freeze_layers"),
     )
     result = TeacherTrainResult(
         str(out),
@@ -428,23 +407,9 @@ def _train_with_mlx(
         outcome.device,
         1,
     )
-    hyperparameters = {
-        **settings.kwargs(
-            "epochs",
-            "batch_size",
-            "learning_rate",
-            "warmup_ratio",
-            "weight_decay",
-            "grad_accum",
-            "max_grad_norm",
-            "freeze_layers",
-        ),
-        "freeze_embeddings": freeze_embeddings,
-        "backend": "mlx",
-        "autocast": None,
-    }
-    data = {"train": train, "dev": dev, "dev_fraction": settings.dev_fraction, "seed": settings.seed}
-    _finish(staging, out, model, label_map.labels, max_length, data, hyperparameters, result)
+    _finish(staging, out, model=model, train=train, dev=dev, labels=label_map.labels, max_length=max_length,
+            settings=settings, freeze_embeddings=freeze_embeddings, backend="mlx", autocast=None,
+            result=result)  # fmt: skip
     return result
 
 
@@ -454,8 +419,12 @@ def encoder_weights(config: dict) -> int:
     return layers * (4 * hidden * hidden + 2 * hidden * inner)
 
 
-def _finish(staging: Path, out: Path, model, labels, max_length, data: dict, hyperparameters: dict, result) -> None:
-    """The manifest into `staging`, then `staging` renamed into place as `out`."""
+def _finish(
+    staging: Path, out: Path, *, model, train, dev, labels, max_length, settings: TeacherTrainSettings,
+    freeze_embeddings: bool, backend: str, autocast: str | None, result: TeacherTrainResult,
+) -> None:  # fmt: skip
+    """The manifest into `staging` (the data, and the settings as resolved), then `staging` renamed into
+    place as `out`."""
     write_manifest(
         staging,
         "teacher",
@@ -463,12 +432,17 @@ def _finish(staging: Path, out: Path, model, labels, max_length, data: dict, hyp
         labels=labels,
         max_length=max_length,
         data={
-            "train": file_fingerprint(data["train"]),
-            "dev": file_fingerprint(data["dev"]) if data["dev"] else None,
-            "dev_fraction": None if data["dev"] else data["dev_fraction"],
-            "seed": data["seed"],
+            "train": file_fingerprint(train),
+            "dev": file_fingerprint(dev) if dev else None,
+            "dev_fraction": None if dev else settings.dev_fraction,
+            "seed": settings.seed,
         },
-        hyperparameters=hyperparameters,
+        hyperparameters={
+            **settings.kwargs(*OPTIMIZATION, "freeze_layers"),
+            "freeze_embeddings": freeze_embeddings,
+            "backend": backend,
+            "autocast": autocast,
+        },
         result=asdict(result),
     )
     if out.exists():
