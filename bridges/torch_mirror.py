@@ -28,6 +28,12 @@ from mlx_edge.models.static import MODEL_TYPE as STATIC
 MASK_VALUE = -1e4
 
 
+def _dropout(module: nn.Module, x: torch.Tensor, p: float | None) -> torch.Tensor:
+    """BERT's dropout while the mirror trains (`mlx-edge bench`'s training rows); a Python-level no-op
+    in eval mode, so traced and exported programs have no dropout op at all."""
+    return F.dropout(x, p, training=True) if module.training and p else x
+
+
 def _activation(name: str):
     if name == "gelu":
         return lambda x: F.gelu(x)
@@ -50,6 +56,7 @@ class _SelfAttention(nn.Module):
         h = config.hidden_size
         self.heads, self.head_dim = config.num_attention_heads, h // config.num_attention_heads
         self.query, self.key, self.value = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
+        self.p = config.attention_probs_dropout_prob
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         # (B, L, H) -> (B, heads, L, head_dim); unflatten/flatten take no sizes read from a tensor's
@@ -59,20 +66,21 @@ class _SelfAttention(nn.Module):
 
         q = split(self.query(x)) * (1.0 / math.sqrt(self.head_dim))
         k, v = split(self.key(x)), split(self.value(x))
-        probs = torch.softmax(q @ k.transpose(-1, -2) + mask, dim=-1)
+        probs = _dropout(self, torch.softmax(q @ k.transpose(-1, -2) + mask, dim=-1), self.p)
         return (probs @ v).transpose(1, 2).flatten(2)  # back to (B, L, H)
 
 
 class _ResidualOutput(nn.Module):
-    """dense -> + residual -> LayerNorm: HF's `BertSelfOutput` and `BertOutput` alike."""
+    """dense -> dropout -> + residual -> LayerNorm: HF's `BertSelfOutput` and `BertOutput` alike."""
 
     def __init__(self, config, in_features: int):
         super().__init__()
         self.dense = nn.Linear(in_features, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.p = config.hidden_dropout_prob
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.dense(x) + residual)
+        return self.LayerNorm(_dropout(self, self.dense(x), self.p) + residual)
 
 
 class _Attention(nn.Module):
@@ -123,6 +131,7 @@ class _Embeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, h)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, h)
         self.LayerNorm = nn.LayerNorm(h, eps=config.layer_norm_eps)
+        self.p = config.hidden_dropout_prob
 
     def forward(self, input_ids: torch.Tensor, fixed_length: int | None) -> torch.Tensor:
         if fixed_length is not None:  # a constant slice: folded into one const by the converter
@@ -134,7 +143,7 @@ class _Embeddings(nn.Module):
         if self.projection is not None:
             words = self.projection(words)
         x = words + position + self.token_type_embeddings.weight[0]
-        return self.LayerNorm(x)
+        return _dropout(self, self.LayerNorm(x), self.p)
 
 
 class _Pooler(nn.Module):
@@ -166,6 +175,8 @@ class MirrorBert(nn.Module):
         self.config = config
         self.bert = _Bert(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        p = config.classifier_dropout
+        self.p = config.hidden_dropout_prob if p is None else p
         # Set to the one sequence length a fixed-shape export takes (inputs must then have it).
         self.fixed_length: int | None = None
 
@@ -176,7 +187,7 @@ class MirrorBert(nn.Module):
         for layer in self.bert.encoder.layer:
             x = layer(x, mask)
         embedding = self.bert.pooler(x)
-        return embedding, self.classifier(embedding)
+        return embedding, self.classifier(_dropout(self, embedding, self.p))
 
 
 class ClassifierWrapper(nn.Module):

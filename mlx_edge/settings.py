@@ -361,6 +361,7 @@ class BenchSettings(StageSettings):
         "warmup": NOT_NEGATIVE,
         "repeats": AT_LEAST_1,
         "budget_s": Limit(0.1),
+        "min_s": NOT_NEGATIVE,
         "matmul_n": Limit(16),
         "threads": AT_LEAST_1,
     }
@@ -373,6 +374,7 @@ class BenchSettings(StageSettings):
     warmup: int = 2
     repeats: int = 5
     budget_s: float = 6.0
+    min_s: float = 1.0
     matmul_n: int | None = None
     threads: int | None = None
     seed: int = 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -27,6 +28,8 @@ MICRO = [
     "1",
     "--repeats",
     "2",
+    "--min-s",
+    "0",
     "--budget-s",
     "1",
     "--matmul-n",
@@ -49,6 +52,7 @@ def micro_kwargs(tiny_bert_dir, **extra):
         train_seq=16,
         warmup=1,
         repeats=2,
+        min_s=0.0,
         budget_s=1.0,
         matmul_n=256,
     )
@@ -361,3 +365,37 @@ def test_bench_help_imports_no_heavy_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "--backends" in out and out.strip().splitlines()[-1] == "[]"
+
+
+def test_short_steps_repeat_until_the_floor_and_the_budget_stops_them():
+    from mlx_edge.bench.measure import time_steps
+
+    def step():
+        time.sleep(0.002)
+
+    assert len(time_steps(step, warmup=0, repeats=2, budget_s=5.0)) == 2  # no floor: exactly `repeats`
+    floored = time_steps(step, warmup=0, repeats=2, budget_s=5.0, min_s=0.1)
+    assert len(floored) >= 10 and sum(floored) >= 0.09
+    capped = time_steps(step, warmup=0, repeats=2, budget_s=0.05, min_s=10.0)
+    assert 2 <= len(capped) and sum(capped) < 1.0  # the budget wins over the floor
+
+
+def test_training_rows_time_the_models_dropout_and_check_without_it(tiny_bert_dir, tmp_path):
+    """The bench keeps the model's own dropout (BERT's and the presets' 0.1) for the timed steps; the
+    check that backends are compared on runs with dropout off, so it is deterministic."""
+    from mlx_edge.bench.backends import select
+    from mlx_edge.bench.mlx_runner import MlxRunner
+    from mlx_edge.bench.torch_runner import TorchRunner
+    from mlx_edge.bench.workloads import Workload, make_inputs, prepare_models
+
+    models = prepare_models(str(tiny_bert_dir), tmp_path, teacher=tiny_bert_dir)
+    assert models.student.hidden_dropout_prob == 0.1 and models.teacher.attention_probs_dropout_prob == 0.1
+    workload = Workload("train", 2, 16)
+    inputs = make_inputs(workload, models.student.vocab_size, models.student.num_labels)
+    specs = {s.name: s for s in select(["mlx-cpu", "torch-cpu"])}
+    for runner in (MlxRunner(specs["mlx-cpu"], models), TorchRunner(specs["torch-cpu"], models, threads=1)):
+        task = runner.build(workload, inputs)
+        first, second = task.check(), task.check()
+        np.testing.assert_array_equal(first["loss"], second["loss"])
+        task.step()  # updates the weights: the next check sees them
+        assert not np.array_equal(task.check()["loss"], first["loss"])

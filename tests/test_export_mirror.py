@@ -106,3 +106,22 @@ def test_trace_has_no_dynamic_integer_casts(fixed_length):
     assert "aten::Int" not in kinds and "aten::new_ones" not in kinds
     mirror.fixed_length = None
     np.testing.assert_array_equal(traced(*example)[1].detach().numpy(), run_mirror(mirror, *example)[1])
+
+
+def test_mirror_trains_with_dropout_and_traces_without_it():
+    """The mirror applies BERT's dropout only while training (bench's PyTorch training rows); an eval
+    trace, what export converts, has no dropout op and gives the same values every call."""
+    config = BertConfig.from_dict(tiny_bert_config(vocab_size=101, hidden_act="gelu_new").to_dict())
+    assert config.hidden_dropout_prob > 0 and config.attention_probs_dropout_prob > 0
+    torch.manual_seed(5)
+    mirror = MirrorBert(config)
+    ids = torch.randint(1, 101, (2, 9), dtype=torch.int32)
+    mask = torch.ones(2, 9, dtype=torch.int32)
+    mirror.train()
+    first, second = mirror(ids, mask)[1], mirror(ids, mask)[1]
+    assert not torch.equal(first, second)  # a new mask each call
+    mirror.eval()
+    with torch.no_grad():
+        assert torch.equal(mirror(ids, mask)[1], mirror(ids, mask)[1])
+        traced = torch.jit.trace(mirror, (ids, mask))
+    assert "dropout" not in str(traced.inlined_graph)

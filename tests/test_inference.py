@@ -6,6 +6,7 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 import pytest
+from mlx.utils import tree_flatten
 
 from mlx_edge.models import inference
 from mlx_edge.models.bert import BertConfig, BertForSequenceClassification
@@ -137,3 +138,28 @@ def test_numpy_softmax_rows_sum_to_one_and_masked_keys_get_zero():
     assert probs[0, 2] == 0.0
     np.testing.assert_allclose(probs[0, :2], np.exp([1.0, 2.0]) / np.exp([1.0, 2.0]).sum(), rtol=1e-6)
     np.testing.assert_allclose(probs[1], 1 / 3, rtol=1e-6)
+
+
+def test_a_single_sentence_on_a_linux_cpu_skips_mlxs_fused_attention(model, monkeypatch):
+    """With fast math (MLX's CPU device on Linux) the eval forward uses the explicit attention with fast
+    math's softmax: MLX's fused attention falls back to its scalar-exp softmax there (5.5 of 5.9 ms of
+    a 128-token sentence's attention). Without fast math (Metal) the fused kernel runs."""
+    config = model.config
+    ids = np.array([[2, 5, 9, 11, 4, 0]], np.int32)
+    mask = np.array([[1, 1, 1, 1, 1, 0]], np.int32)
+    weights = tree_flatten(model.parameters())
+    fast, plain = (
+        BertForSequenceClassification(config, fast_math=True),
+        BertForSequenceClassification(config, fast_math=False),
+    )
+    for m in (fast, plain):
+        m.load_weights(weights, strict=True)
+        m.eval()
+    calls = []
+    fused = mx.fast.scaled_dot_product_attention
+    monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or fused(*a, **k))
+    fast_logits = Latency(fast)(ids, mask)
+    assert calls == []
+    plain_logits = Latency(plain)(ids, mask)
+    assert len(calls) == config.num_hidden_layers
+    np.testing.assert_allclose(fast_logits, plain_logits, atol=1e-5)

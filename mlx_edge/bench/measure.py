@@ -23,8 +23,10 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS"
 RTOL, ATOL = 2e-3, 2e-4
 
 
-def time_steps(step, *, warmup: int, repeats: int, budget_s: float) -> list[float]:
-    """Seconds per step; at least one timed step, at most `repeats`, stopping once `budget_s` is spent."""
+def time_steps(step, *, warmup: int, repeats: int, budget_s: float, min_s: float = 0.0) -> list[float]:
+    """Seconds per step: `repeats` timed steps, more while less than `min_s` seconds are timed (a 20 ms
+    latency's median from 5 samples moved by 20% between runs), stopping once `budget_s` is spent
+    (at least one step)."""
     started = time.perf_counter()
     for _ in range(warmup):
         step()
@@ -32,13 +34,14 @@ def time_steps(step, *, warmup: int, repeats: int, budget_s: float) -> list[floa
             break
     times = []
     started = time.perf_counter()
-    for _ in range(max(1, repeats)):
+    floor = min(min_s, budget_s)
+    while True:
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-        if time.perf_counter() - started > budget_s:
-            break
-    return times
+        spent = time.perf_counter() - started
+        if spent > budget_s or (len(times) >= max(1, repeats) and spent >= floor):
+            return times
 
 
 def summarize(times: list[float]) -> dict:

@@ -128,10 +128,14 @@ class MlxRunner:
         def batch():
             return make_batch(rows, ids, mask, labels, targets(rows, ids, mask), terms_on)
 
-        def check():
-            (loss, _), grads = train_step.loss_and_grad(trainable, batch(), w)
-            norm = mx.sqrt(sum((g.astype(mx.float32) ** 2).sum() for _, g in tree_flatten(grads)))
-            return {"loss": np.array(loss), "grad_norm": np.array(norm)}
+        def check():  # dropout off: the one deterministic step every backend must agree on
+            trainable.eval()
+            try:
+                (loss, _), grads = train_step.loss_and_grad(trainable, batch(), w)
+                norm = mx.sqrt(sum((g.astype(mx.float32) ** 2).sum() for _, g in tree_flatten(grads)))
+                return {"loss": np.array(loss), "grad_norm": np.array(norm)}
+            finally:
+                trainable.train()
 
         def step():
             b = batch()

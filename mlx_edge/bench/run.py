@@ -31,6 +31,7 @@ def bench(
     train_seq: int | None = BENCH.train_seq,
     warmup: int = BENCH.warmup,
     repeats: int = BENCH.repeats,
+    min_s: float = BENCH.min_s,
     budget_s: float = BENCH.budget_s,
     matmul_n: int | None = BENCH.matmul_n,
     threads: int | None = BENCH.threads,
@@ -81,7 +82,7 @@ def bench(
             flops = workload_flops(workload, models.student, models.teacher)
             entries, checks = {}, {}
             for name, runner in runners.items():
-                entry, check = _run_one(runner, workload, inputs, warmup, repeats, budget_s, log)
+                entry, check = _run_one(runner, workload, inputs, warmup, (repeats, min_s, budget_s), log)
                 entries[name] = entry
                 if check is not None:
                     checks[name] = check
@@ -115,6 +116,7 @@ def bench(
         "settings": {
             "warmup": warmup,
             "repeats": repeats,
+            "min_s": min_s,
             "budget_s": budget_s,
             "threads": threads,
             "seed": seed,
@@ -171,7 +173,8 @@ def _peak(runner, matmul_n: int | None, log) -> dict | None:
     return {"n": n, "flops_per_s": value}
 
 
-def _run_one(runner, workload, inputs, warmup, repeats, budget_s, log):
+def _run_one(runner, workload, inputs, warmup, timing, log):
+    repeats, min_s, budget_s = timing
     name = runner.spec.name
     entry = {"backend": name}
     reason = runner.supports(workload)
@@ -185,7 +188,7 @@ def _run_one(runner, workload, inputs, warmup, repeats, budget_s, log):
         runner.reset_peak()
         with measure.ResidentPeak() as rss:
             check = task.check()
-            times = measure.time_steps(task.step, warmup=warmup, repeats=repeats, budget_s=budget_s)
+            times = measure.time_steps(task.step, warmup=warmup, repeats=repeats, min_s=min_s, budget_s=budget_s)
             device_peak = runner.device_peak()
         del task
     except Exception as exc:  # one backend failing one workload must not sink the run

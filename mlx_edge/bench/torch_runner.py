@@ -128,13 +128,17 @@ class TorchRunner:
             ) * (t * t)
             return kd + CE_WEIGHT * ce
 
-        def check():
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_value()
-            loss.backward()
-            norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in model.parameters() if p.grad is not None))
-            optimizer.zero_grad(set_to_none=True)
-            return {"loss": loss.detach().cpu().numpy(), "grad_norm": norm.cpu().numpy()}
+        def check():  # dropout off, as on every backend; the timed steps train with it
+            model.eval()
+            try:
+                optimizer.zero_grad(set_to_none=True)
+                loss = loss_value()
+                loss.backward()
+                norm = torch.sqrt(sum((p.grad.float() ** 2).sum() for p in model.parameters() if p.grad is not None))
+                optimizer.zero_grad(set_to_none=True)
+                return {"loss": loss.detach().cpu().numpy(), "grad_norm": norm.cpu().numpy()}
+            finally:
+                model.train()
 
         def step():
             optimizer.zero_grad(set_to_none=True)

@@ -114,7 +114,19 @@ def _names(allowed):
 @renamed("--train-seq-len", "--train-seq")
 @click.option("--warmup", type=click.IntRange(0), default=BENCH.warmup, show_default=True, help="Untimed steps first.")
 @click.option(
-    "--repeats", type=click.IntRange(1), default=BENCH.repeats, show_default=True, help="Timed steps (at most)."
+    "--repeats",
+    type=click.IntRange(1),
+    default=BENCH.repeats,
+    show_default=True,
+    help="Timed steps (more for short steps: see --min-s).",
+)
+@click.option(
+    "--min-s",
+    type=FiniteFloatRange(0.0),
+    default=BENCH.min_s,
+    show_default=True,
+    help="Short steps keep repeating until this many seconds are timed, so a latency's median comes from "
+    "many samples (0: exactly --repeats).",
 )
 @click.option(
     "--budget-s",
@@ -165,6 +177,7 @@ def bench(
     train_seq,
     warmup,
     repeats,
+    min_s,
     budget_s,
     threads,
     matmul_n,
@@ -201,6 +214,7 @@ def bench(
         train_seq=train_seq,
         warmup=warmup,
         repeats=repeats,
+        min_s=min_s,
         budget_s=budget_s,
         threads=threads,
         matmul_n=matmul_n,
