@@ -161,7 +161,7 @@ def _decode(path: Path) -> str:
         ) from None
 
 
-def _lines(text: str) -> list[str]:
+def text_lines(text: str) -> list[str]:
     """The file's lines, cut at "\n" only (a CRLF's "\r" dropped): str.splitlines also cuts at U+2028,
     form feeds and other separators that a text (or a JSON string) may hold."""
     lines = text.split("\n")
@@ -178,7 +178,7 @@ def _guess_format(path: Path, text: str) -> str:
         return "tsv"
     if suffix == ".csv":
         return "csv"
-    first = next(line for line in _lines(text) if line.strip())
+    first = next(line for line in text_lines(text) if line.strip())
     if first.lstrip().startswith("{"):
         return "jsonl"
     return "tsv" if "\t" in first else "csv"
@@ -187,7 +187,7 @@ def _guess_format(path: Path, text: str) -> str:
 def _read_jsonl(path: Path, text: str, text_column: str | None, label_column: str | None) -> LabeledData:
     texts, labels, numbers = [], [], []
     text_key = label_key = None
-    lines = _lines(text)
+    lines = text_lines(text)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -220,7 +220,7 @@ Row = tuple[int, int, list[str]]
 
 def _tab_rows(text: str) -> tuple[list[Row], FileLines]:
     """TSV as most tools write it: fields split at every tab, no quoting (a quote is part of the text)."""
-    lines = _lines(text)
+    lines = text_lines(text)
     rows = [(n, n, line.split("\t")) for n, line in enumerate(lines, start=1) if line.strip()]
     return rows, FileLines(len(lines), blank=len(lines) - len(rows))
 
@@ -229,7 +229,7 @@ def _quoted_rows(path: Path, text: str, delimiter: str) -> tuple[list[Row], File
     """CSV quote rules (the csv module): a quoted field may hold the delimiter, quotes and line breaks."""
     rows, blank, first = [], 0, 1
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    previous = csv.field_size_limit(_field_limit(len(text)))
+    previous = csv.field_size_limit(csv_field_limit(len(text)))
     try:
         for cells in reader:
             if any(cell.strip() for cell in cells):
@@ -244,7 +244,7 @@ def _quoted_rows(path: Path, text: str, delimiter: str) -> tuple[list[Row], File
     return rows, FileLines(reader.line_num, blank=blank)
 
 
-def _field_limit(size: int) -> int:
+def csv_field_limit(size: int) -> int:
     # The csv module refuses fields over 131072 characters by default; a field is never longer than the file.
     # The limit is a C long: 2**31 - 1 is the most every platform takes (Windows' long is 32 bits).
     return max(csv.field_size_limit(), min(size + 1, 2**31 - 1))

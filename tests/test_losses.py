@@ -175,9 +175,11 @@ def test_term_shares_follow_rows_tokens_and_pairs():
     )  # KL averages over real queries
 
 
+# labels: all gold; or transfer-set rows (-1) among them, with a shard of no gold row at 3 shards
+@pytest.mark.parametrize("labels", [[0, 2, 1, 1, 0], [-1, 2, -1, -1, 0]])
 @pytest.mark.parametrize("attention_loss", ["mse", "kl"])
 @pytest.mark.parametrize("shards", [2, 3])
-def test_a_batch_split_over_cpu_streams_gives_the_whole_batch_terms_and_gradients(attention_loss, shards):
+def test_a_batch_split_over_cpu_streams_gives_the_whole_batch_terms_and_gradients(attention_loss, shards, labels):
     """The sharded step (one CPU stream a shard, terms weighted by share) equals the unsharded one."""
     from mlx.utils import tree_flatten, tree_map
 
@@ -205,7 +207,7 @@ def test_a_batch_split_over_cpu_streams_gives_the_whole_batch_terms_and_gradient
     batch = {
         "input_ids": mx.array(ids),
         "mask": mx.array(mask),
-        "labels": mx.array([0, 2, 1, 1, 0]),
+        "labels": mx.array(labels),
         "logits": mx.array(RNG.normal(size=(5, 3)).astype(np.float32)),
         "hidden": [mx.array(RNG.normal(size=(5, 9, 24)).astype(np.float32)) for _ in range(2)],
         "attention": [mx.array(attention_pair(5, 2, 2, 9, lengths)[1]) for _ in range(2)],
@@ -230,3 +232,30 @@ def test_a_batch_split_over_cpu_streams_gives_the_whole_batch_terms_and_gradient
     assert flat.keys() == whole_flat.keys()
     for name, g in whole_flat.items():
         np.testing.assert_allclose(np.array(flat[name]), np.array(g), rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_cross_entropy_skips_rows_without_a_gold_label():
+    """A transfer-set row (NO_LABEL) adds nothing to the CE term: the mean is over gold rows only, and a
+    batch of none gives 0 (not NaN)."""
+    from mlx_edge.distill.losses import hard_label_ce
+    from mlx_edge.transfer import NO_LABEL
+
+    logits = RNG.normal(size=(4, 3)).astype(np.float32)
+    labels = np.array([2, NO_LABEL, 0, NO_LABEL], np.int32)
+    gold = labels >= 0
+    log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    expected = -log_p[gold, labels[gold]].mean()
+    assert hard_label_ce(mx.array(logits), mx.array(labels)).item() == pytest.approx(expected, rel=1e-5)
+    assert hard_label_ce(mx.array(logits), mx.array(np.full(4, NO_LABEL, np.int32))).item() == 0.0
+
+
+def test_ce_shares_count_gold_rows_only():
+    from mlx_edge.distill.config import TERMS
+    from mlx_edge.distill.step import term_shares
+
+    mask = mask_of([4, 2, 3], 4)
+    shares = dict(zip(TERMS, term_shares(mask, [0, 2, 3], "mse", np.array([False, True, True])).T))
+    np.testing.assert_allclose(shares["ce"], [1 / 2, 1 / 2], rtol=1e-6)
+    np.testing.assert_allclose(shares["kd"], [2 / 3, 1 / 3], rtol=1e-6)  # the teacher's terms: every row
+    none = dict(zip(TERMS, term_shares(mask, [0, 2, 3], "mse", np.zeros(3, bool)).T))
+    np.testing.assert_array_equal(none["ce"], [0.0, 0.0])

@@ -45,6 +45,7 @@ CHECK_SHARES = ExportSettings
 
 RUN = {"force", "quiet"}  # what this run does with its output, never a setting of the stage
 COLUMNS = {"text_column", "label_column"}  # how to read the files ([data] in a config)
+UNLABELED = {"unlabeled_paths", "unlabeled_column"}  # the transfer set's files and how to read them
 # Options that are not settings, by their value's name (click's param.name), per command.
 CLI_ONLY = {
     ("teacher", "train"): {
@@ -62,6 +63,7 @@ CLI_ONLY = {
         "hidden_layers",  # which of the teacher's states the cache keeps: what distill will ask of it
         "attention_layers",
         *COLUMNS,
+        *UNLABELED,
         *RUN,
     },
     ("distill",): {
@@ -73,6 +75,7 @@ CLI_ONLY = {
         "static_dim",  # --student static's own (distill/static_settings.py), not a transformer student's
         "init_layers",  # which teacher layers to copy: a choice for one teacher, tried by hand
         *COLUMNS,
+        *UNLABELED,
         *RUN,
         "restart",  # discard an interrupted run: this run's decision
         "as_json",  # how the report is printed

@@ -16,8 +16,10 @@ from mlx_edge.cli.options import (
     optimizer_options,
     renamed,
     with_columns,
+    with_unlabeled,
 )
 from mlx_edge.distill.static_settings import STATIC
+from mlx_edge.errors import ConfigError
 from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
 
 
@@ -211,6 +213,7 @@ from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
 )
 @optimizer_options(DISTILL)
 @with_columns
+@with_unlabeled
 @device_option
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--restart", is_flag=True, help="Discard an interrupted run instead of resuming it.")
@@ -257,6 +260,8 @@ def distill(
     dev_fraction,
     text_column,
     label_column,
+    unlabeled_paths,
+    unlabeled_column,
     device,
     force,
     restart,
@@ -274,6 +279,7 @@ def distill(
     \b
     Examples:
       mlx-edge distill --teacher teacher --train train.csv --student tiny --out student
+      mlx-edge distill --teacher teacher --train train.csv --unlabeled notes.txt --out student
       mlx-edge distill --teacher teacher --train train.csv --targets targets --student half \\
           --init teacher --hidden-weight 1 --attention-weight 1 --out student
       mlx-edge distill --teacher teacher --train train.csv --targets targets --student student \\
@@ -325,9 +331,14 @@ def distill(
             quiet,
         )
 
+    transfer = {}
+    if unlabeled_paths:
+        transfer = {"unlabeled": list(unlabeled_paths), "unlabeled_column": unlabeled_column}
     if student == "static":  # a token table, not a transformer: its own options and defaults
         from mlx_edge.cli.distill_static import static_runner  # lazy: --help stays instant
 
+        if unlabeled_paths:
+            raise ConfigError("--unlabeled does not work with --student static yet", "drop --unlabeled or use a preset")
         run = static_runner(click.get_current_context())
     report = run(
         teacher=teacher_dir,
@@ -355,6 +366,7 @@ def distill(
         restart=restart,
         progress=not quiet,
         on_epoch=report_epoch,
+        **transfer,
     )
     if as_json:
         click.echo(json.dumps(asdict(report), indent=2))
@@ -363,7 +375,8 @@ def distill(
     click.echo(
         f"student written to {r.out_dir}{' (resumed)' if r.resumed else ''}\n"
         f"dev set        {r.dev}\n"
-        f"               {'teacher':>12} {'student':>12}\n"
+        + (f"transfer set   {r.transfer_rows} unlabeled rows (teacher terms only)\n" if r.transfer_rows else "")
+        + f"               {'teacher':>12} {'student':>12}\n"
         f"dev accuracy   {r.teacher_dev_accuracy:>12.3f} {r.student_dev_accuracy:>12.3f}"
         f"   retained {r.retained:.1%}, agreement {r.agreement:.1%}\n"
         f"parameters     {r.teacher_parameters / 1e6:>11.1f}M {r.student_parameters / 1e6:>11.1f}M"

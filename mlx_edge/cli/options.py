@@ -9,6 +9,7 @@ import errno
 import math
 import sys
 import warnings
+from pathlib import Path
 
 import click
 
@@ -143,6 +144,30 @@ column_options = [
     click.option("--text-column", default=None, help="Text column name (or 0-based index); found by name if omitted."),
     click.option("--label-column", default=None, help="Label column name (or index); found by name if omitted."),
 ]
+
+
+unlabeled_options = [
+    click.option(
+        "--unlabeled",
+        "unlabeled_paths",
+        type=click.Path(path_type=Path),
+        multiple=True,
+        help="Text with no label (one text per line, or a .csv/.tsv/.jsonl text column), added as a transfer "
+        "set: the student learns the teacher on it, cross-entropy stays on labeled rows; texts equal to dev "
+        "texts are dropped. Repeatable.",
+    ),
+    click.option(
+        "--unlabeled-column",
+        default=None,
+        help="The text column of --unlabeled .csv/.tsv/.jsonl files (found by name if omitted).",
+    ),
+]
+
+
+def with_unlabeled(func):
+    for option in reversed(unlabeled_options):
+        func = option(func)
+    return func
 
 
 def with_columns(func):

@@ -15,6 +15,7 @@ from mlx_edge.cli.options import (
     optimizer_options,
     renamed,
     with_columns,
+    with_unlabeled,
 )
 from mlx_edge.settings import LABEL, TEACHER
 
@@ -238,6 +239,7 @@ def teacher_train(
     "--shard-size", type=click.IntRange(1), default=LABEL.shard_size, show_default=True, help="Examples per shard file."
 )
 @with_columns
+@with_unlabeled
 @device_option
 @click.option("--force", is_flag=True, help="Start over even if --out holds (part of) a cache.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
@@ -253,6 +255,8 @@ def teacher_label(
     shard_size,
     text_column,
     label_column,
+    unlabeled_paths,
+    unlabeled_column,
     device,
     force,
     quiet,
@@ -271,6 +275,7 @@ def teacher_label(
       torchrun --nproc_per_node 2 -m mlx_edge teacher label --teacher teacher --data train.csv --out targets
       mlx-edge teacher label --teacher teacher --data train.csv --data synthetic.jsonl \\
           --hidden-layers 0,6,12 --attention-layers 6,12 --backend mlx --out targets
+      mlx-edge teacher label --teacher teacher --data train.csv --unlabeled notes.txt --out targets
     """
     from mlx_edge.teacher.label import label_targets  # lazy: --help stays instant
 
@@ -287,6 +292,8 @@ def teacher_label(
         shard_size=shard_size,
         text_column=text_column,
         label_column=label_column,
+        unlabeled=list(unlabeled_paths) or None,
+        unlabeled_column=unlabeled_column,
         force=force,
         progress=not quiet,
     )

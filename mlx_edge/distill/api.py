@@ -41,6 +41,7 @@ from mlx_edge.runtime.devices import mlx_device
 from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA
 from mlx_edge.targets import TargetsCache
 from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, file_state, head_labels, tokenizer_hash
+from mlx_edge.transfer import NO_LABEL, transfer_set
 
 # The vocabulary a new student keeps by default (see docs/distill.md "Vocabulary pruning" for the trade-off).
 PRUNE_DEFAULT = "seen+script"
@@ -69,6 +70,7 @@ class DistillReport:
     stopped_early: bool
     resumed: bool
     dev: str = ""  # where the dev rows came from: a file, or a split of the training file
+    transfer_rows: int = 0  # unlabeled training rows (--unlabeled): KD and the other teacher terms only
 
 
 def distill(
@@ -78,6 +80,9 @@ def distill(
     out: Path,
     dev: Path | None = None,
     targets: Path | None = None,
+    unlabeled: list[Path] | None = None,
+    unlabeled_column: str | None = None,
+    held_out: list[str] | None = None,
     student: str = DISTILL.student,
     init: str = DISTILL.init,
     vocab: str = DISTILL.vocab,
@@ -113,18 +118,32 @@ def distill(
     `quantize` ("int8", "int4"): train with the weights quantized in blocks of `block_size` as the
     app will hold them (quantization-aware distillation, distill/quant.py); the student is saved quantized.
     `measure_speed`: time the student against the teacher for the report (about 15 s on a CPU).
+    `unlabeled`: files of text with no label, added to the training rows as a transfer set (transfer.py:
+    learned from the teacher alone; a text equal to a dev text or one of `held_out`, e.g. a test set's,
+    is dropped with a warning).
     """
 
     loop = loop or LoopConfig()
     teacher, out = Path(teacher), Path(out)
     mlx_device(device)
-    check_run_inputs(teacher, out, force, train, dev, targets, student)
+    check_run_inputs(teacher, out, force, train, dev, targets, student, *(unlabeled or ()))
     teacher_model = load_model(teacher, require_head=True)
     labels = teacher_model.config.labels
     label_map = LabelMap(labels)
 
     rows = student_rows(teacher, train, dev, labels, dev_fraction, loop.seed, text_column, label_column)
     train_data, dev_data, dev = rows.train, rows.dev, rows.dev_path
+    extra = (
+        transfer_set(
+            [Path(p) for p in unlabeled],
+            labeled=train_data.texts,
+            held_out=dev_data.texts + list(held_out or ()),
+            text_column=unlabeled_column,
+        )
+        if unlabeled
+        else None
+    )
+    train_texts = train_data.texts + (extra.texts if extra else [])
 
     cache = None
     if targets is not None:
@@ -145,8 +164,9 @@ def distill(
     def encode(texts):
         return [np.asarray(x, dtype=np.int32) for x in tokenizer.encode_batch(texts, max_length=max_length)]
 
-    train_ids, dev_ids = encode(train_data.texts), encode(dev_data.texts)
+    train_ids, dev_ids = encode(train_texts), encode(dev_data.texts)
     train_y, dev_y = label_map.encode(train_data.labels), label_map.encode(dev_data.labels)
+    train_y = np.concatenate([train_y, np.full(len(train_texts) - len(train_y), NO_LABEL, np.int32)])
     warn_unknown(
         unknown_share(train_ids, tokenizer.unk_id, tokenizer.special_ids), f"{train} (the teacher's tokenizer)"
     )
@@ -157,13 +177,13 @@ def distill(
     quant = student_spec(quantize, block_size, config, continuing=source is not None)
     if vocab_extra is None:  # a continued student keeps its own vocabulary
         vocab_extra = NEW_STUDENT_VOCAB_EXTRA if source is None else 0
-    plan = _vocab_plan(vocab, teacher, source, train_data.texts, vocab_extra)
+    plan = _vocab_plan(vocab, teacher, source, train_texts, vocab_extra)
     if plan is not None:
         config = replace(config, vocab_size=len(plan.keep), pad_token_id=int(plan.remap[config.pad_token_id]))
     mapping = parse_layer_map(layer_map, config.num_hidden_layers, teacher_model.config.num_hidden_layers)
     terms_on = {k for k, w in loop.weights.items() if w.ever_on}
     provider = (
-        cache_targets(cache, train_data.texts, mapping, terms_on, targets)
+        cache_targets(cache, train_texts, mapping, terms_on, targets)
         if cache is not None
         else live_targets(teacher_model, mapping, terms_on, resolve_shards(loop.cpu_shards, loop.batch_size))
     )
@@ -179,7 +199,7 @@ def distill(
         student, init, init_layers, mapping, max_length, loop, config, vocab, vocab_extra, freeze_embeddings,
         *((quant,) if quant is not None else ()),
     )  # fmt: skip
-    inputs = _input_identity(teacher, train, dev, targets, rows.split)
+    inputs = _input_identity(teacher, train, dev, targets, rows.split, unlabeled, unlabeled_column)
     setup = fingerprint(settings, inputs)
     resumed = _prepare_work(work, settings, inputs, restart)
     student_tokenizer = teacher
@@ -187,7 +207,7 @@ def distill(
         student_tokenizer = work / "tokenizer"
         write_pruned_tokenizer(teacher, student_tokenizer, plan)
         train_ids, dev_student_ids = _student_ids(
-            student_tokenizer, train_ids, train_data.texts, dev_data.texts, plan, max_length, terms_on
+            student_tokenizer, train_ids, train_texts, dev_data.texts, plan, max_length, terms_on
         )
         provider = to_teacher_ids(provider, plan) if cache is None else provider
     else:
@@ -263,6 +283,7 @@ def distill(
         resumed=resumed,
         dev_source=rows.dev_source,
         measure_speed=measure_speed,
+        transfer_rows=len(extra.texts) if extra else 0,
     )
     _finish(
         work,
@@ -273,6 +294,7 @@ def distill(
         train=train,
         dev=dev,
         split=rows.split,
+        unlabeled=unlabeled,
         targets=targets,
         mapping=mapping,
         loop=loop,
@@ -318,9 +340,13 @@ def student_rows(
     return StudentRows(train_data, dev_data, None, source, split)
 
 
-def data_record(train: Path, dev: Path | None, split: tuple[float, int] | None) -> dict:
+def data_record(
+    train: Path, dev: Path | None, split: tuple[float, int] | None, unlabeled: list[Path] | None = None
+) -> dict:
     """The manifest's record of what a student learned from and was chosen on."""
     record = {"train": file_fingerprint(train), "dev": file_fingerprint(dev) if dev else None}
+    if unlabeled:
+        record["unlabeled"] = [file_fingerprint(Path(p)) for p in unlabeled]
     return record | ({"dev_fraction": split[0], "seed": split[1]} if split else {})
 
 
@@ -441,6 +467,7 @@ def run_report(
     resumed: bool,
     dev_source: str = "",
     measure_speed: bool = True,
+    transfer_rows: int = 0,
 ) -> DistillReport:
     """The report of a finished run (BERT or static student): the best student (`work`/best) against the
     teacher on dev (accuracy, agreement), parameters, file sizes, and the speed-up on the same dev rows
@@ -477,6 +504,7 @@ def run_report(
         stopped_early=result.stopped_early,
         resumed=resumed,
         dev=dev_source,
+        transfer_rows=transfer_rows,
     )
 
 
@@ -500,10 +528,13 @@ def _weights_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in Path(directory).glob("model*.safetensors"))
 
 
-def _input_identity(teacher: Path, train: Path, dev: Path | None, targets: Path | None, split=None) -> dict:
+def _input_identity(
+    teacher: Path, train: Path, dev: Path | None, targets: Path | None, split=None, unlabeled=None, column=None
+) -> dict:
     """What the run learns from, by content: a teacher retrained in place, or a cache labeled again
     under the same path, is another input (a resume key of paths would continue the old run)."""
-    return {
+    extra = {"unlabeled data": [sha256_file(Path(p)) for p in unlabeled] + [column]} if unlabeled else {}
+    return extra | {
         "teacher weights": file_hash_of_weights(teacher),
         "teacher tokenizer": tokenizer_hash(teacher),
         "teacher config": sha256_file(teacher / "config.json"),
@@ -564,7 +595,7 @@ def _finish(work: Path, out: Path, report: DistillReport, setup: str, **inputs) 
         init=inputs["init"],
         vocab=inputs["vocab"],
         layer_map={str(k): v for k, v in inputs["mapping"].items()},
-        data=data_record(inputs["train"], inputs["dev"], inputs["split"]),
+        data=data_record(inputs["train"], inputs["dev"], inputs["split"], inputs["unlabeled"]),
         targets=str(inputs["targets"]) if inputs["targets"] else None,
         loop={**asdict(loop), "weights": {k: asdict(v) for k, v in loop.weights.items()}},
         report=asdict(report),

@@ -23,8 +23,11 @@ def soft_target_kl(student_logits: mx.array, teacher_logits: mx.array, temperatu
 
 
 def hard_label_ce(student_logits: mx.array, labels: mx.array) -> mx.array:
-    """Cross-entropy with the gold labels, batch mean."""
-    return nn.losses.cross_entropy(student_logits, labels, reduction="mean")
+    """Cross-entropy with the gold labels, mean over the rows that have one: a transfer-set row (label
+    NO_LABEL, -1) is learned from the teacher alone. 0 for a batch with no gold row."""
+    gold = labels >= 0
+    ce = nn.losses.cross_entropy(student_logits, mx.maximum(labels, 0), reduction="none")
+    return mx.where(gold, ce, 0.0).sum() / mx.maximum(gold.sum(), 1).astype(ce.dtype)
 
 
 def hidden_mse(

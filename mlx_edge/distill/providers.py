@@ -31,7 +31,7 @@ def cache_targets(cache, texts, mapping, terms_on, targets_dir):
     if missing:
         raise DistillError(
             f"{missing} of {len(texts)} training texts are not in the targets cache {targets_dir}",
-            "label the same training file(s): mlx-edge teacher label --data ...",
+            "label the same training file(s) and --unlabeled files: mlx-edge teacher label --data ... --unlabeled ...",
         )
     rows_in_cache = np.array([row_of[h] for h in hashes])
     logits = cache.load(("logits",))["logits"]

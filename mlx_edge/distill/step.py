@@ -43,29 +43,34 @@ class Trainable(nn.Module):
 # embedding (the teacher's embedding output).
 
 
-def term_shares(mask: np.ndarray, bounds: list[int], attention_loss: str) -> np.ndarray:
+def term_shares(mask: np.ndarray, bounds: list[int], attention_loss: str, gold: np.ndarray | None = None) -> np.ndarray:
     """(shards, len(TERMS)): each shard's share of what each term averages over in the whole batch.
 
-    kd/ce average over rows, hidden/embedding over real tokens, attention MSE over real
-    (query, key) pairs and attention KL over real queries: shard s's mean times its share is its
-    part of the whole batch's mean.
+    kd averages over rows, ce over rows with a gold label (`gold`; None: all), hidden/embedding over
+    real tokens, attention MSE over real (query, key) pairs and attention KL over real queries: shard
+    s's mean times its share is its part of the whole batch's mean (0 where the batch has none).
     """
     tokens = mask.sum(axis=1).astype(np.float64)
     per_row = {
         "kd": np.ones_like(tokens),
-        "ce": np.ones_like(tokens),
+        "ce": np.ones_like(tokens) if gold is None else gold.astype(np.float64),
         "hidden": tokens,
         "embedding": tokens,
         "attention": tokens if attention_loss == "kl" else tokens**2,
     }
     starts = bounds[:-1]
-    return np.stack([np.add.reduceat(per_row[k], starts) / per_row[k].sum() for k in TERMS], axis=1).astype(np.float32)
+    return np.stack([np.add.reduceat(per_row[k], starts) / max(per_row[k].sum(), 1e-12) for k in TERMS], axis=1).astype(
+        np.float32
+    )
 
 
 def split_batch(b: dict, mask: np.ndarray, shards: int, attention_loss: str) -> list[dict]:
     """The batch as `shards` (or fewer, for a short batch) contiguous row ranges with their term shares."""
     bounds = row_bounds(mask.shape[0], shards)
-    shares = term_shares(mask, bounds, attention_loss) if len(bounds) > 2 else np.ones((1, len(TERMS)), np.float32)
+    gold = np.asarray(b["labels"]) >= 0 if "labels" in b else None
+    shares = (
+        term_shares(mask, bounds, attention_loss, gold) if len(bounds) > 2 else np.ones((1, len(TERMS)), np.float32)
+    )
 
     def part(value, lo, hi):
         if isinstance(value, list):

@@ -35,6 +35,7 @@ from mlx_edge.teacher.source import (
     tokenizer_hash,
     transformers_progress,
 )
+from mlx_edge.transfer import normalized, read_unlabeled
 
 BACKENDS = ("torch", "mlx")
 
@@ -66,16 +67,20 @@ def label_targets(
     shard_size: int = LABEL.shard_size,
     text_column: str | None = None,
     label_column: str | None = None,
+    unlabeled: list[Path] | None = None,
+    unlabeled_column: str | None = None,
     force: bool = False,
     progress: bool = True,
     on_shard: Callable[[int, int], None] | None = None,
 ) -> LabelResult:
-    """Write (or finish) a targets cache of `teacher` over the texts of `data` files, in order."""
+    """Write (or finish) a targets cache of `teacher` over the texts of `data` files, in order, then
+    those of the `unlabeled` files (transfer.py) that are not already among them, for `distill
+    --unlabeled` to find."""
     teacher, out = Path(teacher), Path(out)
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}", f"use one of {', '.join(BACKENDS)}")
     config = check_local_model(teacher)
-    refuse_overwriting_inputs(out, teacher, *data)  # --force would delete it
+    refuse_overwriting_inputs(out, teacher, *data, *(unlabeled or ()))  # --force would delete it
     labels = head_labels(config)
     if labels is None:
         raise ModelError(
@@ -83,6 +88,14 @@ def label_targets(
             "fine-tune it first: mlx-edge teacher train --model ... --out DIR",
         )
     texts, data_labels, fingerprints = _read_texts(data, text_column, label_column)
+    if unlabeled:
+        known = {normalized(t) for t in texts}
+        for path in unlabeled:
+            for text in read_unlabeled(path, text_column=unlabeled_column):
+                if normalized(text) not in known:
+                    known.add(normalized(text))
+                    texts.append(text)
+            fingerprints.append({**file_fingerprint(Path(path)), "unlabeled": True, "column": unlabeled_column})
     unknown = sorted(set(data_labels) - set(labels))
     if unknown:
         raise ModelError(
