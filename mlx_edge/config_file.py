@@ -58,6 +58,8 @@ COMMENTS: dict[str, dict[str, str]] = {
         "test": "optional: scored in the final report",
         "text_column": "unset: found by name; or a name or 0-based index",
         "label_column": "unset: found by name; or a name or 0-based index",
+        "unlabeled": "optional: files of text with no label, a transfer set the student learns the teacher on",
+        "unlabeled_column": "unset: found by name; the text column of CSV/TSV/JSONL unlabeled files",
     },
     "teacher": {
         "model": "built in, offline; or a model dir, or a hub id such as bert-base-chinese",
@@ -165,7 +167,14 @@ COMMENTS: dict[str, dict[str, str]] = {
 
 # What a line left unset shows (TOML has no null, so such a line is a comment): a value to start from.
 EXAMPLES: dict[str, dict[str, Any]] = {
-    "data": {"dev": "dev.csv", "test": "test.csv", "text_column": "text", "label_column": "label"},
+    "data": {
+        "dev": "dev.csv",
+        "test": "test.csv",
+        "text_column": "text",
+        "label_column": "label",
+        "unlabeled": ["notes.txt"],
+        "unlabeled_column": "text",
+    },
     "teacher": {"dir": "teacher", "max_length": 128, "freeze_embeddings": False},
     "augment": {"llm": "smollm2-135m-instruct", "adapter": "adapter"},
     "label": {"max_length": 128},
@@ -194,6 +203,8 @@ def write_config(*, train: Path, dev: Path | None = None, test: Path | None = No
             "test": _relative(test, base),
             "text_column": None,
             "label_column": None,
+            "unlabeled": None,
+            "unlabeled_column": None,
         },
         "teacher": {"model": DEMO_TEACHER, "dir": None},
         "augment": {"per_class": 50, "llm": None, "adapter": None},

@@ -64,6 +64,9 @@ class Inputs:
     export: ExportSettings
     text_column: str | None = None
     label_column: str | None = None
+    unlabeled: tuple[Path, ...] = ()  # the transfer set's files: every distillation learns from them
+    unlabeled_column: str | None = None
+    held_out: tuple[str, ...] = ()  # texts a transfer set must not hold (the test set's)
     progress: bool = True
 
 
@@ -217,6 +220,9 @@ def _distill(inputs: Inputs, out: Path, student: str, settings: DistillSettings,
         loop=LoopConfig.from_settings(settings),
         text_column=inputs.text_column,
         label_column=inputs.label_column,
+        unlabeled=list(inputs.unlabeled) or None,
+        unlabeled_column=inputs.unlabeled_column,
+        held_out=list(inputs.held_out) or None,
         force=True,
         progress=inputs.progress,
         **replace(settings, student=student).kwargs(

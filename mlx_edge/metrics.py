@@ -28,3 +28,47 @@ def majority_accuracy(train_labels: np.ndarray, gold: np.ndarray) -> float:
     """Accuracy of always answering the most frequent training label."""
     majority = np.bincount(np.asarray(train_labels)).argmax()
     return accuracy(np.full(len(gold), majority), gold)
+
+
+# How close to a trivial answer a score may come before the report says so, in accuracy points.
+TRIVIAL_MARGIN = 0.02
+# Soft labels whose mean top probability lies within this share of the way from uniform (1/labels) to
+# certain (1.0) carry almost nothing for a student to learn (a 2-label teacher at <= 0.55).
+FLAT_SHARE = 0.1
+
+
+def trivial_note(who: str, acc: float, *, majority: float, num_labels: int, split: str = "dev") -> str | None:
+    """One line when `acc` is no better than guessing (1/labels) or than always answering the most
+    common training label (`majority`, its accuracy on the same rows), within TRIVIAL_MARGIN; else None."""
+    chance = 1.0 / max(num_labels, 1)
+    floor, name = (majority, "always answering the most common label") if majority >= chance else (chance, "chance")
+    if acc > floor + TRIVIAL_MARGIN:
+        return None
+    return (
+        f"the {who}'s {split} accuracy {acc:.1%} is no better than {name} ({floor:.1%}): it has not learned "
+        "the task; more labeled rows, more epochs or another base model"
+    )
+
+
+def flat_soft_labels_note(probs: np.ndarray) -> str | None:
+    """One line when the teacher's probabilities (rows x labels) are near uniform on average: its soft
+    labels then carry little for a student (a teacher may still rank right, as a barely trained one on
+    a separable set does; the gold labels then do the teaching); else None."""
+    probs = np.asarray(probs, np.float64)
+    if probs.size == 0:
+        return None
+    uniform = 1.0 / probs.shape[1]
+    top = float(probs.max(axis=1).mean())
+    if top > uniform + FLAT_SHARE * (1.0 - uniform):
+        return None
+    return (
+        f"the teacher's soft labels are nearly uniform (mean top probability {top:.2f}, uniform {uniform:.2f}): "
+        "distillation has little to learn from them (unlabeled rows least of all); train the teacher longer or "
+        "on more labels first"
+    )
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    z = np.asarray(logits, np.float64)
+    z = np.exp(z - z.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)

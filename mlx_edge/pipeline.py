@@ -13,6 +13,8 @@ import dataclasses
 import difflib
 import json
 import time
+import warnings
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,8 +30,9 @@ from mlx_edge.check import check_bundle
 from mlx_edge.data import LabelMap, language_of, read_labeled
 from mlx_edge.distill.loop import LoopConfig
 from mlx_edge.distill.student import parse_layer_map, student_config
-from mlx_edge.errors import AugmentMismatch, ConfigError, SetupMismatch
+from mlx_edge.errors import AugmentMismatch, ConfigError, DataWarning, SetupMismatch
 from mlx_edge.fileio import atomic_write_json, atomic_write_text, disk_bytes, fingerprint
+from mlx_edge.metrics import trivial_note
 from mlx_edge.models.checkpoint import load_config
 from mlx_edge.predict import predict_texts
 from mlx_edge.settings import (
@@ -40,6 +43,7 @@ from mlx_edge.settings import (
 )
 from mlx_edge.teacher.label import label_targets
 from mlx_edge.teacher.train import train_teacher
+from mlx_edge.transfer import transfer_set
 
 STATE_NAME = "pipeline.json"
 
@@ -60,6 +64,8 @@ class PipelineConfig:
     test: Path | None = None
     text_column: str | None = None
     label_column: str | None = None
+    unlabeled: tuple[Path, ...] = ()  # a transfer set: text with no label (transfer.py)
+    unlabeled_column: str | None = None
     device: str = PIPELINE.device
     seed: int = PIPELINE.seed
     bundles: tuple[str, ...] = PIPELINE.bundles  # the ladder (mlx_edge/ladder.py): fp16, int8, int4, static
@@ -118,6 +124,10 @@ class PipelineConfig:
             if isinstance(augment.get(key), str) and (base / augment[key]).exists():
                 augment[key] = str(base / augment[key])
         pipeline = PipelineSettings.from_section(run, f"[pipeline] of {path}")
+        unlabeled = data.get("unlabeled", [])
+        unlabeled = [unlabeled] if isinstance(unlabeled, str) else unlabeled
+        if not isinstance(unlabeled, list) or not all(isinstance(u, str) and u for u in unlabeled):
+            raise ConfigError(f'{path}: [data] unlabeled must be a file or a list of files, e.g. ["notes.txt"]')
         return cls(
             out=rel(pipeline.out),
             train=rel(data["train"]),
@@ -125,6 +135,8 @@ class PipelineConfig:
             test=rel(data.get("test")),
             text_column=data.get("text_column"),
             label_column=data.get("label_column"),
+            unlabeled=tuple(base / u for u in unlabeled),
+            unlabeled_column=data.get("unlabeled_column"),
             device=pipeline.device,
             seed=pipeline.seed,
             bundles=pipeline.bundles,
@@ -135,6 +147,32 @@ class PipelineConfig:
             export=dict(raw.get("export", {})),
             check={"enabled": True, **raw.get("check", {})},
         )
+
+
+def _check_unlabeled(config: PipelineConfig) -> None:
+    """[data] unlabeled files that cannot serve (missing, empty, binary, nothing but dev/test texts or
+    labeled rows) are refused before the teacher's minutes are spent; distill warns about what it drops."""
+    if not config.unlabeled:
+        return
+    columns = {"text_column": config.text_column, "label_column": config.label_column}
+    held_out = [
+        t for path in (config.dev, config.test) if path is not None for t in read_labeled(path, **columns).texts
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataWarning)
+        transfer_set(
+            list(config.unlabeled),
+            labeled=read_labeled(config.train, **columns).texts,
+            held_out=held_out,
+            text_column=config.unlabeled_column,
+        )
+
+
+def _held_out_texts(config: PipelineConfig) -> tuple[str, ...]:
+    """The test file's texts, which a transfer set must not hold (the dev texts distill drops itself)."""
+    if not config.unlabeled or config.test is None:
+        return ()
+    return tuple(read_labeled(config.test, text_column=config.text_column, label_column=config.label_column).texts)
 
 
 def _refuse_unknown(values: dict, known: set, where: str) -> None:
@@ -171,6 +209,7 @@ def run_pipeline(
     began = time.perf_counter()
     LoopConfig.from_settings(stage_settings(config, "distill"))  # loss weights refused before any stage runs
     _check_augment(config)
+    _check_unlabeled(config)
     out = Path(config.out)
     known = Path(config.teacher["dir"]) if config.teacher.get("dir") else out / "teacher"
     ladder.check_ladder(config.bundles, stage_settings(config, "distill"), _teacher_config(known))
@@ -195,6 +234,8 @@ def run_pipeline(
         log(f"[{name}] done in {time.perf_counter() - start:.0f} s")
 
     data_fp = fingerprint(config.train, config.dev, config.text_column, config.label_column)
+    if config.unlabeled:  # by content, as the training file: a changed transfer set relabels and redistills
+        data_fp = fingerprint(data_fp, *config.unlabeled, config.unlabeled_column, config.test)
 
     # 1. teacher
     t = config.teacher
@@ -257,6 +298,8 @@ def run_pipeline(
                 attention_layers=attention_layers,
                 text_column=text_column,
                 label_column=label_column,
+                unlabeled=list(config.unlabeled) or None,
+                unlabeled_column=config.unlabeled_column,
                 progress=progress,
                 force=force,
             )
@@ -281,6 +324,9 @@ def run_pipeline(
         export=stage_settings(config, "export"),
         text_column=text_column,
         label_column=label_column,
+        unlabeled=config.unlabeled,
+        unlabeled_column=config.unlabeled_column,
+        held_out=_held_out_texts(config),
         progress=progress,
     )
     if {"fp16", "int8"} & set(config.bundles):
@@ -416,10 +462,13 @@ def final_report(
     by_language: dict[str, dict[str, dict[str, float]]] = {}
     per_bundle: dict[str, dict[str, float]] = {r.kind: {} for r in rungs}
     dev_rows = None
+    columns = {"text_column": config.text_column, "label_column": config.label_column}
+    most_common = Counter(read_labeled(config.train, **columns).labels).most_common(1)[0][0]
+    notes = list(distill_report.get("notes", []))  # the teacher's soft labels, from the distillation
     for split, path in splits.items():
         if path is None:
             continue
-        data = read_labeled(path, text_column=config.text_column, label_column=config.label_column)
+        data = read_labeled(path, **columns)
         languages = np.array([language_of(t) for t in data.texts])
         scores[split], by_language[split] = {}, {}
         who_dirs = [("teacher", teacher_dir), ("student", student_dir)]
@@ -439,6 +488,10 @@ def final_report(
             for language in sorted(set(languages)):
                 entry = by_language[split].setdefault(language, {"examples": int((languages == language).sum())})
                 entry[who] = float(right[languages == language].mean())
+            majority = float(np.mean([label == most_common for label in data.labels]))
+            note = trivial_note(who, scores[split][who], majority=majority, num_labels=len(labels), split=split)
+            if note and note not in notes:
+                notes.append(note)
     bundles = []
     for r in rungs:
         row = {"bundle": r.kind, "path": str(out / r.bundle), "student": str(out / r.student)}
@@ -468,6 +521,7 @@ def final_report(
             {k: row[k] for k in BundleRow.__dataclass_fields__} for row in bundles if "dev_accuracy" in row
         ],
         "check": None if not checks else {"ok": not failed, "failed": failed},
+        "notes": notes,  # one line each: a model no better than chance or the majority label, flat soft labels
     }
 
 
@@ -515,6 +569,7 @@ def format_report(report: dict) -> str:
     if report["check"] is not None:
         verdict = "PASSED" if report["check"]["ok"] else f"FAILED ({', '.join(report['check']['failed'])})"
         lines.append(f"check: {verdict}")
+    lines.extend(f"note: {note}" for note in report.get("notes", []))
     return "\n".join(lines)
 
 

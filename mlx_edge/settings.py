@@ -419,7 +419,7 @@ class PipelineSettings(StageSettings):
 # no class) and the keys only a pipeline has (pipeline.py reads configs by it; config_file.py writes them).
 CONFIG_SECTIONS: dict[str, tuple[type | None, tuple[str, ...]]] = {
     "pipeline": (PipelineSettings, ()),
-    "data": (None, ("train", "dev", "test", "text_column", "label_column")),
+    "data": (None, ("train", "dev", "test", "text_column", "label_column", "unlabeled", "unlabeled_column")),
     "teacher": (TeacherTrainSettings, ("model", "dir")),
     "augment": (AugmentSettings, ("per_class", "llm", "adapter")),
     "label": (LabelSettings, ()),

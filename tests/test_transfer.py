@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import warnings
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -179,3 +180,93 @@ def test_cli_bad_unlabeled_files_are_one_line_errors_and_write_nothing(trained_t
     )
     assert_one_line_error(result, "is binary")
     assert not out.exists()
+
+
+# ---- the report's lines for a result that learned nothing -----------------------------------------
+
+
+def test_trivial_scores_and_flat_soft_labels_get_one_line_each():
+    from mlx_edge.metrics import flat_soft_labels_note, trivial_note
+
+    assert "no better than chance (50.0%)" in trivial_note("student", 0.494, majority=0.3, num_labels=2)
+    note = trivial_note("teacher", 0.61, majority=0.6, num_labels=6, split="test")
+    assert "test accuracy 61.0% is no better than always answering the most common label (60.0%)" in note
+    assert trivial_note("student", 0.70, majority=0.6, num_labels=2) is None
+    flat = np.array([[0.52, 0.48], [0.47, 0.53], [0.55, 0.45]])
+    assert "nearly uniform (mean top probability 0.53, uniform 0.50)" in flat_soft_labels_note(flat)
+    assert flat_soft_labels_note(np.array([[0.9, 0.1], [0.2, 0.8]])) is None
+    assert flat_soft_labels_note(np.full((4, 6), 1 / 6)) is not None and flat_soft_labels_note(np.eye(6)) is None
+
+
+def test_distilling_an_untrained_teacher_says_so(base_dir, toy_data, tmp_path):
+    """The 300-row collapse of issue 29: a teacher that learned nothing passes near-uniform soft labels
+    on, and a student of it is at chance; the report says both, in lines a user reads."""
+    from mlx_edge.models.checkpoint import load_model, save_model
+
+    teacher = tmp_path / "untrained"
+    model = load_model(base_dir, labels=["finance", "health"], seed=0)  # a random head, never trained
+    save_model(model, teacher, tokenizer_from=base_dir)
+    config = tmp_path / "micro.json"
+    config.write_text(json.dumps(MICRO))
+    report = distill(
+        teacher=teacher,
+        train=toy_data[0],
+        dev=toy_data[1],
+        student=str(config),
+        out=tmp_path / "s",
+        loop=_loop(),
+        measure_speed=False,
+        progress=False,
+    )
+    assert any("soft labels are nearly uniform" in n for n in report.notes), report.notes
+    assert any(n.startswith("the teacher's dev accuracy") for n in report.notes), report.notes
+    result = CliRunner().invoke(
+        main,
+        ["distill", "--teacher", str(teacher), "--train", str(toy_data[0]), "--dev", str(toy_data[1])]
+        + ["--student", str(config), "--epochs", "1", "--out", str(tmp_path / "s2"), "--quiet"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "note: the teacher's soft labels are nearly uniform" in result.output
+
+
+# ---- the pipeline: [data] unlabeled -----------------------------------------------------------------
+
+
+def test_pipeline_unlabeled_files_that_cannot_serve_stop_before_any_stage(base_dir, toy_data, tmp_path):
+    from tests.helpers.pipeline import write_config
+
+    bad = tmp_path / "blob.txt"
+    bad.write_bytes(b"\x00\x00binary")
+    for value, fragment in [
+        (str(bad), "is binary"),
+        (str(tmp_path / "missing.txt"), "does not exist"),
+        (7, "[data] unlabeled must be a file or a list of files"),
+    ]:
+        config = write_config(tmp_path, base_dir, toy_data, data={"unlabeled": value})
+        assert_one_line_error(CliRunner().invoke(main, ["run", str(config), "--quiet"]), fragment)
+        assert not (tmp_path / "work" / "teacher").exists()
+    dev_copy = tmp_path / "dev-copy.txt"
+    dev_copy.write_text("\n".join(json.loads(x)["text"] for x in toy_data[1].read_text().splitlines()) + "\n")
+    config = write_config(tmp_path, base_dir, toy_data, data={"unlabeled": [str(dev_copy)]})
+    assert_one_line_error(CliRunner().invoke(main, ["run", str(config), "--quiet"]), "is left for the transfer set")
+    assert not (tmp_path / "work" / "teacher").exists()
+
+
+@pytest.mark.slow  # a whole micro pipeline run
+def test_pipeline_distills_on_the_unlabeled_rows(base_dir, toy_data, unlabeled_file, tmp_path):
+    from tests.helpers.pipeline import write_config
+
+    path, fresh = unlabeled_file
+    config = write_config(tmp_path, base_dir, toy_data, data={"unlabeled": [str(path)]})
+    result = CliRunner().invoke(main, ["run", str(config), "--quiet"])
+    assert result.exit_code == 0, result.output
+    manifest = read_manifest(tmp_path / "work" / "student")
+    assert manifest["report"]["transfer_rows"] == fresh  # the 3 dev (= test) texts dropped
+    assert [u["path"] for u in manifest["data"]["unlabeled"]] == [str(path)]
+    targets = json.loads((tmp_path / "work" / "targets" / "mlx_edge_manifest.json").read_text())
+    assert targets["examples"] == 240 + fresh + 3
+    report = json.loads((tmp_path / "work" / "report.json").read_text())
+    assert report["check"]["ok"] and report["accuracy"]["test"]["teacher"] > 0.7
+    # the micro teacher ranks right but barely moves off uniform (top probability ~0.51): said, once
+    assert not [n for n in report["notes"] if "no better than" in n]
+    assert [n for n in report["notes"] if "nearly uniform" in n] == report["notes"][:1]

@@ -386,4 +386,5 @@ def distill(
         f"   {r.speedup:.1f}x faster (MLX, same backend and batches; median of 5 interleaved passes)\n"
         f"best epoch {r.best_epoch} of {r.epochs_run}{' (early stop)' if r.stopped_early else ''}, "
         f"{r.steps} steps, {r.train_samples_per_second:.1f} training samples/s"
+        + "".join(f"\nnote: {note}" for note in r.notes)
     )

@@ -13,7 +13,7 @@ import os
 import shutil
 import warnings
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import mlx.core as mx
@@ -30,7 +30,14 @@ from mlx_edge.distill.student import init_student, parse_layer_map, student_conf
 from mlx_edge.errors import DataError, DistillError, MlxEdgeWarning, TargetsError, WorkMismatch
 from mlx_edge.fileio import fingerprint, refuse_overwriting_inputs, sha256_file
 from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, read_manifest, write_manifest
-from mlx_edge.metrics import accuracy, macro_f1
+from mlx_edge.metrics import (
+    accuracy,
+    flat_soft_labels_note,
+    macro_f1,
+    majority_accuracy,
+    softmax,
+    trivial_note,
+)
 from mlx_edge.models.checkpoint import load_model, save_model
 from mlx_edge.models.inference import compare_speed, predict_ids
 from mlx_edge.models.prune import VocabPlan, plan_matching, plan_vocab, write_pruned_tokenizer
@@ -71,6 +78,8 @@ class DistillReport:
     resumed: bool
     dev: str = ""  # where the dev rows came from: a file, or a split of the training file
     transfer_rows: int = 0  # unlabeled training rows (--unlabeled): KD and the other teacher terms only
+    # one line each: a teacher or student no better than chance or the majority label, flat soft labels
+    notes: list[str] = field(default_factory=list)
 
 
 def distill(
@@ -235,7 +244,8 @@ def distill(
                 proj.weight = mx.array(selection_matrix(shrink.channels, teacher_model.config.hidden_size))
                 proj.bias = mx.zeros_like(proj.bias)
 
-    teacher_pred = _teacher_predictions(teacher, teacher_model, dev_ids, tokenizer.pad_id)
+    teacher_logits = _teacher_logits(teacher, teacher_model, dev_ids, tokenizer.pad_id)
+    teacher_pred = teacher_logits.argmax(axis=-1)
 
     student_pad = tokenizer.pad_id if plan is None else int(plan.remap[tokenizer.pad_id])
 
@@ -284,6 +294,8 @@ def distill(
         dev_source=rows.dev_source,
         measure_speed=measure_speed,
         transfer_rows=len(extra.texts) if extra else 0,
+        teacher_probs=softmax(teacher_logits),
+        train_y=train_y,
     )
     _finish(
         work,
@@ -468,6 +480,8 @@ def run_report(
     dev_source: str = "",
     measure_speed: bool = True,
     transfer_rows: int = 0,
+    teacher_probs: np.ndarray | None = None,
+    train_y: np.ndarray | None = None,
 ) -> DistillReport:
     """The report of a finished run (BERT or static student): the best student (`work`/best) against the
     teacher on dev (accuracy, agreement), parameters, file sizes, and the speed-up on the same dev rows
@@ -483,6 +497,14 @@ def run_report(
             pairs=SPEED_PAIRS,
         )
     teacher_acc, student_acc = accuracy(teacher_pred, dev_y), accuracy(best_pred, dev_y)
+    gold = None if train_y is None else np.asarray(train_y)[np.asarray(train_y) >= 0]
+    majority = majority_accuracy(gold, dev_y) if gold is not None and len(gold) else 0.0
+    labels = len(teacher_model.config.labels)
+    notes = [
+        trivial_note("teacher", teacher_acc, majority=majority, num_labels=labels),
+        trivial_note("student", student_acc, majority=majority, num_labels=labels),
+        flat_soft_labels_note(teacher_probs) if teacher_probs is not None else None,
+    ]
     return DistillReport(
         out_dir=str(out),
         teacher_dev_accuracy=teacher_acc,
@@ -505,23 +527,24 @@ def run_report(
         resumed=resumed,
         dev=dev_source,
         transfer_rows=transfer_rows,
+        notes=[n for n in notes if n],
     )
 
 
-# The teacher's dev predictions, by the state of the teacher's weights file (teacher.source.file_state)
+# The teacher's dev logits, by the state of the teacher's weights file (teacher.source.file_state)
 # and the dev token ids: the ladder's distillations (student, int8 split, int4 student, split, QAT)
 # share one teacher and one dev set, and each pass of e5-small over it cost 2-3 s.
-_TEACHER_PREDICTIONS: dict[tuple, np.ndarray] = {}
+_TEACHER_LOGITS: dict[tuple, np.ndarray] = {}
 
 
-def _teacher_predictions(teacher: Path, teacher_model, ids: list[np.ndarray], pad_id: int) -> np.ndarray:
+def _teacher_logits(teacher: Path, teacher_model, ids: list[np.ndarray], pad_id: int) -> np.ndarray:
     weights = Path(teacher) / "model.safetensors"
     digest = hashlib.sha256(b"".join(np.asarray(x, np.int32).tobytes() + b"\xff\xff\xff\xff" for x in ids))
     key = (file_state(weights), digest.hexdigest()) if weights.is_file() else None
-    if key is None or key not in _TEACHER_PREDICTIONS:
-        _TEACHER_PREDICTIONS.clear()  # one teacher at a time is all a run needs
-        _TEACHER_PREDICTIONS[key] = predict_ids(teacher_model, ids, pad_id)[1]
-    return _TEACHER_PREDICTIONS[key]
+    if key is None or key not in _TEACHER_LOGITS:
+        _TEACHER_LOGITS.clear()  # one teacher at a time is all a run needs
+        _TEACHER_LOGITS[key] = predict_ids(teacher_model, ids, pad_id)[0]
+    return _TEACHER_LOGITS[key]
 
 
 def _weights_bytes(directory: Path) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 MICRO_STUDENT = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 48}
 
 
-def write_config(tmp_path: Path, base_dir: Path, toy_data, bundles=("fp16",), **distill) -> Path:
+def write_config(tmp_path: Path, base_dir: Path, toy_data, bundles=("fp16",), data=None, **distill) -> Path:
     (tmp_path / "student.json").write_text(json.dumps(MICRO_STUDENT))
     distill_section = {
         "student": str(tmp_path / "student.json"),
@@ -29,6 +29,7 @@ def write_config(tmp_path: Path, base_dir: Path, toy_data, bundles=("fp16",), **
             f'train = "{toy_data[0]}"',
             f'dev = "{toy_data[1]}"',
             f'test = "{toy_data[1]}"',
+            *[f"{k} = {json.dumps(v)}" for k, v in (data or {}).items()],
             "",
             "[teacher]",
             f'model = "{base_dir}"',
