@@ -65,6 +65,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "model": "built in, offline; or a model dir, or a hub id such as bert-base-chinese",
         "dir": "a teacher from `mlx-edge teacher train`: no teacher stage",
         "epochs": EPOCHS,
+        "min_steps": "at least this many steps: more epochs for a few hundred rows",
         "batch_size": BATCH,
         "learning_rate": LR,
         "max_length": "unset: the smallest of 64, 128, 256, 512 that holds 99% of train",

@@ -30,6 +30,7 @@ def demo_config(
     limit: int | None = None,
     device: str = PIPELINE.device,
     teacher_epochs: int | None = None,
+    teacher_exact: bool = False,
     distill_epochs: int | None = None,
     bundles: tuple[str, ...] = PIPELINE.bundles,
     augment: int | None = None,
@@ -37,7 +38,9 @@ def demo_config(
 ) -> PipelineConfig:
     """The demo's pipeline: shipped data (optionally a seeded sample of `limit` per split), every
     stage at its defaults (mlx_edge/settings.py: the demo is what a config with no settings does),
-    and `augment` synthetic examples per class from `augment_llm` when asked."""
+    and `augment` synthetic examples per class from `augment_llm` when asked. `teacher_exact`: the teacher
+    runs exactly its epochs (`demo --teacher-epochs`, a quick look), no more for the step budget."""
+    exact = {"min_steps": 0} if teacher_exact else {}
     splits = {name: todo_split(name) for name in ("train", "dev", "test")}
     if limit:
         splits = {name: _sample(path, Path(out) / "data" / path.name, limit) for name, path in splits.items()}
@@ -48,7 +51,7 @@ def demo_config(
         test=splits["test"],
         device=device,
         bundles=tuple(bundles),
-        teacher={"model": str(teacher), **({"epochs": teacher_epochs} if teacher_epochs else {})},
+        teacher={"model": str(teacher), **({"epochs": teacher_epochs} if teacher_epochs else {}), **exact},
         augment={} if not augment else {"per_class": augment, "llm": augment_llm or DEMO_LLM, **DEMO_AUGMENT},
         distill={"epochs": distill_epochs} if distill_epochs else {},
     )

@@ -88,6 +88,8 @@ def trained_teacher(base_dir, toy_data, tmp_path_factory) -> Path:
             str(out),
             "--epochs",
             "3",
+            "--min-steps",
+            "0",
             "--learning-rate",
             "1e-3",
             "--batch-size",

@@ -61,7 +61,7 @@ def test_teacher_train_killed_restarts_cleanly(base_dir, toy_data, tmp_path):
                 "--out", str(tmp_path / "t"), "--epochs", "30", "--learning-rate", "1e-3", "--quiet")  # fmt: skip
     _kill_when(args, lambda: any(_hidden(tmp_path, "t")))
     assert not (tmp_path / "t").exists() and _hidden(tmp_path, "t"), "the killed run left its staging folder"
-    _run(args[:-5] + ["--epochs", "1", "--learning-rate", "1e-3", "--quiet"])
+    _run(args[:-5] + ["--epochs", "1", "--min-steps", "0", "--learning-rate", "1e-3", "--quiet"])
     assert (tmp_path / "t" / "model.safetensors").is_file()
     assert _hidden(tmp_path, "t") == [], "the re-run cleaned what the killed one left"
 

@@ -294,6 +294,8 @@ def test_ddp_two_gloo_processes_on_cpu(base_dir, toy_data, tmp_path):
             str(out),
             "--epochs",
             "2",
+            "--min-steps",
+            "0",
             "--learning-rate",
             "1e-3",
             "--batch-size",
@@ -345,6 +347,8 @@ def test_real_minilm_fine_tunes_well_above_chance(minilm_dir, tmp_path):
             str(out),
             "--epochs",
             "2",
+            "--min-steps",
+            "0",
             "--learning-rate",
             "2e-4",
             "--batch-size",
@@ -363,7 +367,7 @@ def test_real_minilm_fine_tunes_well_above_chance(minilm_dir, tmp_path):
 def test_frozen_embeddings_stay_as_pretrained(base_dir, toy_data, tmp_path, frozen):
     train, dev = toy_data
     args = ["teacher", "train", "--model", str(base_dir), "--train", str(train), "--dev", str(dev),
-            "--out", str(tmp_path / "t"), "--epochs", "1", "--learning-rate", "1e-2", "--quiet"]  # fmt: skip
+            "--out", str(tmp_path / "t"), "--epochs", "1", "--min-steps", "0", "--learning-rate", "1e-2", "--quiet"]  # fmt: skip
     result = CliRunner().invoke(main, args + (["--freeze-embeddings"] if frozen else []))
     assert result.exit_code == 0, result.output
     name = "bert.embeddings.word_embeddings.weight"
@@ -421,3 +425,21 @@ def test_the_word_table_is_kept_as_pretrained_when_it_is_most_of_the_model(train
     assert not kept(50, 32)
     manifest = json.loads((trained_teacher / "mlx_edge_manifest.json").read_text())
     assert isinstance(manifest["hyperparameters"]["freeze_embeddings"], bool)  # resolved, not "auto"
+
+
+@pytest.mark.parametrize("backend", ["torch", "mlx"])
+def test_min_steps_runs_the_epochs_a_small_file_needs(base_dir, toy_data, tmp_path, backend):
+    """240 rows at batch 16 are 15 steps an epoch: --epochs 1 --min-steps 40 runs 3 epochs (2 would be 30)."""
+    from mlx_edge.teacher.train import epochs_for
+
+    assert epochs_for(2, 150, 94) == 2 and epochs_for(2, 150, 10) == 15 and epochs_for(5, 0, 1) == 5
+    train, dev = toy_data
+    out = tmp_path / "t"
+    args = ["teacher", "train", "--model", str(base_dir), "--train", str(train), "--dev", str(dev), "--out", str(out),
+            "--epochs", "1", "--min-steps", "40", "--batch-size", "16", "--backend", backend, "--learning-rate", "1e-3"]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "of 3, dev accuracy" in result.output
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 3
+    settings = json.loads((out / "mlx_edge_manifest.json").read_text())["hyperparameters"]
+    assert settings["epochs"] == 1 and settings["min_steps"] == 40 and settings["epochs_run"] == 3

@@ -24,7 +24,8 @@ from tests.helpers.cli import assert_one_line_error
 def _train(base_dir, toy_data, out, *extra):
     train, dev = toy_data
     args = ["teacher", "train", "--model", str(base_dir), "--train", str(train), "--dev", str(dev),
-            "--out", str(out), "--backend", "mlx", "--learning-rate", "1e-3", "--batch-size", "16", "--quiet"]  # fmt: skip
+            "--out", str(out), "--backend", "mlx", "--min-steps", "0", "--learning-rate", "1e-3", "--batch-size", "16",
+            "--quiet"]  # fmt: skip
     return CliRunner().invoke(main, args + list(extra))
 
 

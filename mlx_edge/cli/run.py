@@ -71,9 +71,9 @@ def run(config_path, quiet):
 @click.option(
     "--teacher-epochs",
     type=click.IntRange(1),
-    default=TEACHER.epochs,
-    show_default=True,
-    help="Teacher fine-tuning epochs.",
+    default=None,
+    help=f"Teacher fine-tuning epochs, exactly; default: {TEACHER.epochs}, or more to reach {TEACHER.min_steps} "
+    "steps on a small --limit.",
 )
 @click.option(
     "--distill-epochs", type=click.IntRange(1), default=DISTILL.epochs, show_default=True, help="Distillation epochs."
@@ -128,6 +128,7 @@ def demo(
             limit=limit,
             device=device,
             teacher_epochs=teacher_epochs,
+            teacher_exact=teacher_epochs is not None,
             distill_epochs=distill_epochs,
             bundles=bundles,
             augment=augment_per_class,

@@ -44,6 +44,13 @@ def teacher():
     "--epochs", type=click.IntRange(1), default=TEACHER.epochs, show_default=True, help="Passes over the data."
 )
 @click.option(
+    "--min-steps",
+    type=click.IntRange(0),
+    default=TEACHER.min_steps,
+    show_default=True,
+    help="At least this many optimizer steps: a few hundred rows run more epochs than --epochs.",
+)
+@click.option(
     "--batch-size",
     type=click.IntRange(1),
     default=TEACHER.batch_size,
@@ -109,6 +116,7 @@ def teacher_train(
     dev_path,
     out,
     epochs,
+    min_steps,
     batch_size,
     learning_rate,
     max_length,
@@ -161,6 +169,7 @@ def teacher_train(
         dev=dev_path,
         out=out,
         epochs=epochs,
+        min_steps=min_steps,
         batch_size=batch_size,
         learning_rate=learning_rate,
         max_length=max_length,
@@ -183,7 +192,7 @@ def teacher_train(
     )
     if main_rank:
         click.echo(
-            f"teacher written to {result.out_dir}: best epoch {result.best_epoch}, dev accuracy "
+            f"teacher written to {result.out_dir}: best epoch {result.best_epoch} of {result.epochs}, dev accuracy "
             f"{result.dev_accuracy:.3f} (macro-F1 {result.dev_macro_f1:.3f}; majority class "
             f"{result.majority_baseline:.3f}) on {result.device} x{result.world_size}"
         )

@@ -14,7 +14,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +58,7 @@ class TeacherTrainResult:
     train_samples_per_second: float
     device: str
     world_size: int
+    epochs: int = 0  # the epochs run: --epochs, or more to reach --min-steps
 
 
 TABLE_FREEZE_MIN = 20_000_000  # weights: below this a table's optimizer update costs little
@@ -122,6 +123,7 @@ def train_teacher(
     out: Path,
     dev: Path | None = None,
     epochs: int = TEACHER.epochs,
+    min_steps: int = TEACHER.min_steps,
     batch_size: int = TEACHER.batch_size,
     learning_rate: float = TEACHER.learning_rate,
     max_length: int | None = TEACHER.max_length,
@@ -147,6 +149,7 @@ def train_teacher(
     out = Path(out)
     settings = TeacherTrainSettings(  # refuses a value out of range (ConfigError) before any work
         epochs=epochs,
+        min_steps=min_steps,
         batch_size=batch_size,
         learning_rate=learning_rate,
         max_length=max_length,
@@ -222,6 +225,7 @@ def train_teacher(
         )
 
     steps_per_epoch = math.ceil(len(train_ids) / (batch_size * dist.world) / grad_accum)
+    epochs = epochs_for(epochs, min_steps, steps_per_epoch)
     total_steps = max(1, steps_per_epoch * epochs)
     optimizer, scheduler = _optimizer(net, learning_rate, weight_decay, warmup_ratio, total_steps)
     autocast_dtype = getattr(torch, placement.autocast_dtype) if placement.autocast_dtype else None
@@ -306,6 +310,7 @@ def train_teacher(
         seen / max(train_seconds, 1e-9),
         placement.device,
         dist.world,
+        epochs,
     )
     if dist.main:
         _finish(staging, out, model=model, train=train, dev=dev, labels=label_map.labels, max_length=max_length,
@@ -382,6 +387,8 @@ def _train_with_mlx(
         if on_epoch is not None:
             on_epoch(line)
 
+    steps_per_epoch = math.ceil(len(train_ids) / settings.batch_size / settings.grad_accum)
+    epochs = epochs_for(settings.epochs, settings.min_steps, steps_per_epoch)
     outcome = train_mlx(
         base=base,
         labels=label_map.labels,
@@ -395,7 +402,7 @@ def _train_with_mlx(
         freeze_embeddings=freeze_embeddings,
         progress=progress,
         on_epoch=epoch_done,
-        **settings.kwargs(*OPTIMIZATION, "seed", "device", "freeze_layers"),
+        **replace(settings, epochs=epochs).kwargs(*OPTIMIZATION, "seed", "device", "freeze_layers"),
     )
     result = TeacherTrainResult(
         str(out),
@@ -406,11 +413,17 @@ def _train_with_mlx(
         outcome.samples_per_second,
         outcome.device,
         1,
+        epochs,
     )
     _finish(staging, out, model=model, train=train, dev=dev, labels=label_map.labels, max_length=max_length,
             settings=settings, freeze_embeddings=freeze_embeddings, backend="mlx", autocast=None,
             result=result)  # fmt: skip
     return result
+
+
+def epochs_for(epochs: int, min_steps: int, steps_per_epoch: int) -> int:
+    """`epochs`, or the fewest epochs of `steps_per_epoch` optimizer steps that reach `min_steps`."""
+    return max(epochs, math.ceil(min_steps / max(1, steps_per_epoch)))
 
 
 def encoder_weights(config: dict) -> int:
@@ -438,7 +451,8 @@ def _finish(
             "seed": settings.seed,
         },
         hyperparameters={
-            **settings.kwargs(*OPTIMIZATION, "freeze_layers"),
+            **settings.kwargs(*OPTIMIZATION, "min_steps", "freeze_layers"),
+            "epochs_run": result.epochs,
             "freeze_embeddings": freeze_embeddings,
             "backend": backend,
             "autocast": autocast,

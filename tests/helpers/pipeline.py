@@ -34,6 +34,7 @@ def write_config(tmp_path: Path, base_dir: Path, toy_data, bundles=("fp16",), da
             "[teacher]",
             f'model = "{base_dir}"',
             "epochs = 3",
+            "min_steps = 0",
             "learning_rate = 1e-3",
             "batch_size = 16",  # 48 steps: at the default 32 (24 steps) the random tiny teacher learned the toy set only sometimes
             "max_length = 32",

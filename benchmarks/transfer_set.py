@@ -1,0 +1,187 @@
+"""Few labels, with and without a transfer set: `mlx-edge run` on a seeded, stratified sample of the to-do set.
+
+    .venv/bin/python benchmarks/transfer_set.py [--sizes 100,300] [--arms none,unlabeled] [--seeds 0]
+        [--teacher multilingual-e5-small] [--work DIR] [--json FILE]
+
+For each size and seed: `size` labeled training rows drawn per label in proportion (seeded), the
+shipped dev set left out (a user with 300 labels has no 600-row dev set: the pipeline cuts its own
+from the labeled rows, as it does for users), the shipped test set scored. Arms:
+
+- `none`: the labeled rows alone (the pipeline's defaults, fp16 bundle only);
+- `unlabeled`: the same, plus the rest of the training file's texts, labels removed, as `[data]
+  unlabeled` (the transfer set; test texts are dropped by the pipeline);
+
+and the baseline every arm must beat: a logistic regression on the teacher's frozen embeddings
+(mean-pooled over real tokens, "query: " prefix as e5 expects) trained on the same labeled rows.
+Each row: teacher and student accuracy on the test set (all, English, Chinese), retained share,
+minutes per stage. Runs one pipeline at a time: run it alone on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+import mlx_edge  # noqa: F401  (OpenBLAS before mlx)
+from mlx_edge.datasets import todo_split
+
+
+def read_rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def sample(rows: list[dict], size: int, seed: int) -> tuple[list[dict], list[dict]]:
+    """(size rows drawn per label in proportion, the rest), seeded."""
+    by_label = defaultdict(list)
+    for row in rows:
+        by_label[row["label"]].append(row)
+    rng = random.Random(seed)
+    picked = []
+    for label in sorted(by_label):
+        group = by_label[label][:]
+        rng.shuffle(group)
+        picked += group[: max(1, round(size * len(group) / len(rows)))]
+    picked = picked[:size]
+    chosen = {id(r) for r in picked}
+    return picked, [r for r in rows if id(r) not in chosen]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def embeddings(model_dir: Path, texts: list[str]) -> np.ndarray:
+    """Mean-pooled last hidden states of the frozen teacher body, "query: " prefix."""
+    import mlx.core as mx
+
+    from mlx_edge.models.checkpoint import load_model
+    from mlx_edge.models.tokenizer import load_tokenizer
+
+    model = load_model(model_dir, labels=["a", "b"])
+    model.eval()
+    tokenizer = load_tokenizer(model_dir)
+    out = []
+    for start in range(0, len(texts), 64):
+        ids = tokenizer.encode_batch([f"query: {t}" for t in texts[start : start + 64]], max_length=128)
+        width = max(len(x) for x in ids)
+        batch = np.full((len(ids), width), tokenizer.pad_id, np.int32)
+        mask = np.zeros((len(ids), width), np.int32)
+        for i, x in enumerate(ids):
+            batch[i, : len(x)], mask[i, : len(x)] = x, 1
+        hidden = model(mx.array(batch), mx.array(mask)).last_hidden
+        m = mx.array(mask, dtype=mx.float32)[..., None]
+        out.append(np.array((hidden * m).sum(axis=1) / m.sum(axis=1)))
+    return np.concatenate(out)
+
+
+def logistic_regression(x: np.ndarray, y: np.ndarray, classes: int, *, l2: float = 1e-3, steps: int = 500) -> tuple:
+    """Multinomial logistic regression on standardized features, full-batch gradient descent (Adam)."""
+    mean, std = x.mean(axis=0), x.std(axis=0) + 1e-6
+    z = (x - mean) / std
+    w, b = np.zeros((z.shape[1], classes)), np.zeros(classes)
+    onehot = np.eye(classes)[y]
+    m = v = (np.zeros_like(w), np.zeros_like(b))
+    for t in range(1, steps + 1):
+        logits = z @ w + b
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        grads = (z.T @ (p - onehot) / len(z) + l2 * w, (p - onehot).mean(axis=0))
+        m = tuple(0.9 * mi + 0.1 * g for mi, g in zip(m, grads))
+        v = tuple(0.999 * vi + 0.001 * g * g for vi, g in zip(v, grads))
+        step = [0.05 * (mi / (1 - 0.9**t)) / (np.sqrt(vi / (1 - 0.999**t)) + 1e-8) for mi, vi in zip(m, v)]
+        w, b = w - step[0], b - step[1]
+    return w, b, mean, std
+
+
+def probe(teacher: str, train: list[dict], test: list[dict]) -> dict:
+    from mlx_edge.models.builtin import resolve_model
+
+    model_dir = Path(resolve_model(teacher, progress=False))
+    labels = sorted({r["label"] for r in train + test})
+    index = {label: i for i, label in enumerate(labels)}
+    x_train = embeddings(model_dir, [r["text"] for r in train])
+    x_test = embeddings(model_dir, [r["text"] for r in test])
+    w, b, mean, std = logistic_regression(x_train, np.array([index[r["label"]] for r in train]), len(labels))
+    pred = (((x_test - mean) / std) @ w + b).argmax(axis=1)
+    right = pred == np.array([index[r["label"]] for r in test])
+    langs = np.array([r.get("lang", "?") for r in test])
+    return {"all": float(right.mean()), **{lang: float(right[langs == lang].mean()) for lang in sorted(set(langs))}}
+
+
+def run_arm(arm: str, labeled: Path, rest: Path, test: Path, teacher: str, out: Path, seed: int) -> dict:
+    from mlx_edge.pipeline import PipelineConfig, run_pipeline
+
+    config = PipelineConfig(
+        out=out,
+        train=labeled,
+        test=test,
+        seed=seed,
+        bundles=("fp16",),
+        teacher={"model": teacher},
+        unlabeled=(rest,) if arm == "unlabeled" else (),
+    )
+    start = time.perf_counter()
+    report = run_pipeline(config, progress=False)
+    test_scores = report["accuracy"]["test"]
+    by_language = report["accuracy_by_language"]["test"]
+    return {
+        "teacher": test_scores["teacher"],
+        "student": test_scores["student"],
+        "retained": report["retained"]["test"],
+        "by_language": by_language,
+        "minutes": {s["name"]: round(s["seconds"] / 60, 1) for s in report["stages"]},
+        "total_minutes": round((time.perf_counter() - start) / 60, 1),
+        "notes": report.get("notes", []),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="100,300")
+    parser.add_argument("--arms", default="none,unlabeled")
+    parser.add_argument("--seeds", default="0")
+    parser.add_argument("--teacher", default="multilingual-e5-small")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/transfer_set"))
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    rows_all = read_rows(todo_split("train"))
+    test_path = todo_split("test")
+    test_rows = read_rows(test_path)
+    results = []
+    for size in [int(s) for s in args.sizes.split(",")]:
+        for seed in [int(s) for s in args.seeds.split(",")]:
+            base = args.work / f"n{size}-s{seed}"
+            base.mkdir(parents=True, exist_ok=True)
+            labeled, rest = sample(rows_all, size, seed)
+            labeled_path = write_jsonl(base / "labeled.jsonl", labeled)
+            rest_path = base / "rest.txt"
+            rest_path.write_text("".join(r["text"].replace("\n", " ") + "\n" for r in rest), encoding="utf-8")
+            line = {"size": size, "seed": seed, "probe": probe(args.teacher, labeled, test_rows)}
+            print(json.dumps(line), flush=True)
+            for arm in args.arms.split(","):
+                result = run_arm(arm, labeled_path, rest_path, test_path, args.teacher, base / arm, seed)
+                row = {"size": size, "seed": seed, "arm": arm, "probe": line["probe"]["all"], **result}
+                results.append(row)
+                print(json.dumps(row), flush=True)
+    print("\nsize seed arm        probe  teacher student retained  en(t/s)      zh(t/s)      minutes", file=sys.stderr)
+    for r in results:
+        lang = {k: f"{v['teacher']:.1%}/{v['student']:.1%}" for k, v in r["by_language"].items()}
+        print(
+            f"{r['size']:>4} {r['seed']:>4} {r['arm']:<10} {r['probe']:6.1%} {r['teacher']:8.1%} {r['student']:7.1%}"
+            f" {r['retained']:8.1%}  {lang.get('en', '-'):<12} {lang.get('zh', '-'):<12} {r['total_minutes']}",
+            file=sys.stderr,
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
