@@ -128,7 +128,7 @@ def read_labeled(
         raise DataError(f"data file {path} does not exist", "check the path")
     if path.is_dir():
         raise DataError(f"{path} is a directory, not a data file", "pass a .csv, .tsv or .jsonl file")
-    text = _decode(path)
+    text = decode_text(path)
     if not text.strip():
         raise DataError(f"data file {path} is empty", "it needs one labeled example per line")
     fmt = file_format or _guess_format(path, text)
@@ -149,8 +149,9 @@ def read_labeled(
     return data
 
 
-def _decode(path: Path) -> str:
-    raw = path.read_bytes()
+def decode_text(path: Path, raw: bytes | None = None) -> str:
+    """A file's text (UTF-8, a BOM dropped), or one DataError that names the first line that is not."""
+    raw = path.read_bytes() if raw is None else raw
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

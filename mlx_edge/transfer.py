@@ -19,7 +19,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlx_edge.data import TEXT_NAMES, csv_field_limit, text_lines
+from mlx_edge.data import TEXT_NAMES, csv_field_limit, decode_text, text_lines
 from mlx_edge.errors import DataError, DataWarning
 
 NO_LABEL = -1  # a training row's label id when it has none: learned from the teacher alone
@@ -57,14 +57,7 @@ def read_unlabeled(path: str | Path, *, text_column: str | None = None) -> list[
         raise DataError(
             f"unlabeled file {path} is binary, not text", "pass a UTF-8 text file: one text per line, or a CSV/JSONL"
         )
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(
-            f"unlabeled file {path} line {line} is not UTF-8 (byte 0x{raw[exc.start]:02x})",
-            "save it as UTF-8, e.g. iconv -f GBK -t UTF-8 in.txt > out.txt",
-        ) from None
+    text = decode_text(path, raw)
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson", ".json"):
         texts = _jsonl_texts(path, text, text_column)
