@@ -13,12 +13,7 @@ import numpy as np
 from bridges.checks import TOLERANCES, CheckResult, max_abs, program_tolerance, within
 from bridges.mil_numpy import run_program
 from bridges.torch_mirror import run_mirror
-
-
-def softmax(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, np.float64)
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+from mlx_edge.metrics import softmax
 
 
 @dataclass

@@ -69,6 +69,7 @@ def flat_soft_labels_note(probs: np.ndarray) -> str | None:
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
+    """Probabilities over the last axis, in float64."""
     z = np.asarray(logits, np.float64)
     z = np.exp(z - z.max(axis=-1, keepdims=True))
     return z / z.sum(axis=-1, keepdims=True)
