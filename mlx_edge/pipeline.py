@@ -149,30 +149,26 @@ class PipelineConfig:
         )
 
 
-def _check_unlabeled(config: PipelineConfig) -> None:
+def _check_unlabeled(config: PipelineConfig) -> tuple[str, ...]:
     """[data] unlabeled files that cannot serve (missing, empty, binary, nothing but dev/test texts or
-    labeled rows) are refused before the teacher's minutes are spent; distill warns about what it drops."""
+    labeled rows) are refused before the teacher's minutes are spent; distill warns about what it drops.
+    Returns the test file's texts, which every distillation drops from the transfer set (the dev texts
+    it drops itself); () without unlabeled files."""
     if not config.unlabeled:
-        return
+        return ()
     columns = {"text_column": config.text_column, "label_column": config.label_column}
-    held_out = [
-        t for path in (config.dev, config.test) if path is not None for t in read_labeled(path, **columns).texts
-    ]
+    dev, test = (
+        () if path is None else tuple(read_labeled(path, **columns).texts) for path in (config.dev, config.test)
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)
         transfer_set(
             list(config.unlabeled),
             labeled=read_labeled(config.train, **columns).texts,
-            held_out=held_out,
+            held_out=[*dev, *test],
             text_column=config.unlabeled_column,
         )
-
-
-def _held_out_texts(config: PipelineConfig) -> tuple[str, ...]:
-    """The test file's texts, which a transfer set must not hold (the dev texts distill drops itself)."""
-    if not config.unlabeled or config.test is None:
-        return ()
-    return tuple(read_labeled(config.test, text_column=config.text_column, label_column=config.label_column).texts)
+    return test
 
 
 def _refuse_unknown(values: dict, known: set, where: str) -> None:
@@ -209,7 +205,7 @@ def run_pipeline(
     began = time.perf_counter()
     LoopConfig.from_settings(stage_settings(config, "distill"))  # loss weights refused before any stage runs
     _check_augment(config)
-    _check_unlabeled(config)
+    held_out = _check_unlabeled(config)
     out = Path(config.out)
     known = Path(config.teacher["dir"]) if config.teacher.get("dir") else out / "teacher"
     ladder.check_ladder(config.bundles, stage_settings(config, "distill"), _teacher_config(known))
@@ -326,7 +322,7 @@ def run_pipeline(
         label_column=label_column,
         unlabeled=config.unlabeled,
         unlabeled_column=config.unlabeled_column,
-        held_out=_held_out_texts(config),
+        held_out=held_out,
         progress=progress,
     )
     if {"fp16", "int8"} & set(config.bundles):
