@@ -164,16 +164,19 @@ unlabeled_options = [
 ]
 
 
-def with_unlabeled(func):
-    for option in reversed(unlabeled_options):
-        func = option(func)
-    return func
+def option_group(options: list):
+    """A decorator that adds `options` to a command, in the order listed (its --help shows them so)."""
+
+    def decorate(func):
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
 
 
-def with_columns(func):
-    for option in reversed(column_options):
-        func = option(func)
-    return func
+with_unlabeled = option_group(unlabeled_options)
+with_columns = option_group(column_options)
 
 
 def echo_err(message: str, quiet: bool = False) -> None:
@@ -223,10 +226,4 @@ def optimizer_options(settings):
             help="Gradient clipping norm.",
         ),
     ]
-
-    def decorate(func):
-        for option in reversed(options):
-            func = option(func)
-        return func
-
-    return decorate
+    return option_group(options)
