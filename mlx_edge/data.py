@@ -135,10 +135,10 @@ def read_labeled(
     if fmt == "jsonl":
         data = _read_jsonl(path, text, text_column, label_column)
     elif fmt == "tsv" and not tsv_quoted:
-        data = _read_table(path, *_tab_rows(text), "\t", text_column, label_column)
+        data = _read_table(path, *tab_rows(text), "\t", text_column, label_column)
     elif fmt in ("csv", "tsv"):
         delimiter = "\t" if fmt == "tsv" else ","
-        data = _read_table(path, *_quoted_rows(path, text, delimiter), delimiter, text_column, label_column)
+        data = _read_table(path, *quoted_rows(path, text, delimiter), delimiter, text_column, label_column)
     else:
         raise DataError(f"unknown data format {fmt!r}", f"use one of {', '.join(FORMATS)}")
     if not data.texts:
@@ -219,14 +219,14 @@ def _read_jsonl(path: Path, text: str, text_column: str | None, label_column: st
 Row = tuple[int, int, list[str]]
 
 
-def _tab_rows(text: str) -> tuple[list[Row], FileLines]:
+def tab_rows(text: str) -> tuple[list[Row], FileLines]:
     """TSV as most tools write it: fields split at every tab, no quoting (a quote is part of the text)."""
     lines = text_lines(text)
     rows = [(n, n, line.split("\t")) for n, line in enumerate(lines, start=1) if line.strip()]
     return rows, FileLines(len(lines), blank=len(lines) - len(rows))
 
 
-def _quoted_rows(path: Path, text: str, delimiter: str) -> tuple[list[Row], FileLines]:
+def quoted_rows(path: Path, text: str, delimiter: str) -> tuple[list[Row], FileLines]:
     """CSV quote rules (the csv module): a quoted field may hold the delimiter, quotes and line breaks."""
     rows, blank, first = [], 0, 1
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
@@ -270,7 +270,7 @@ def _read_table(
     labels = [_label_value(path, first, cells[li]) for first, _, cells in body]
     spanning = [(first, last) for first, last, _ in body if last > first]
     if spanning:
-        _warn([_spanning_warning(path, spanning)])
+        _warn([spanning_warning(path, spanning)])
     return LabeledData(texts, labels, str(path), [first for first, _, _ in body], replace(lines, rows=len(body)))
 
 
@@ -297,7 +297,7 @@ def _where(first: int, last: int) -> str:
     return f"line {first}" if first == last else f"line {first} (a quoted field running to line {last})"
 
 
-def _spanning_warning(path: Path, spanning: list[tuple[int, int]]) -> str:
+def spanning_warning(path: Path, spanning: list[tuple[int, int]]) -> str:
     shown = ", ".join(f"lines {first}-{last}" for first, last in spanning[:5])
     return (
         f"{path}: {len(spanning)} rows run over several lines ({shown}): a quoted text with line breaks, "

@@ -12,14 +12,12 @@ it: `text_column`, else the first of data.TEXT_NAMES, else a one-column file is 
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlx_edge.data import TEXT_NAMES, csv_field_limit, decode_text, text_lines
+from mlx_edge.data import TEXT_NAMES, decode_text, quoted_rows, spanning_warning, tab_rows, text_lines
 from mlx_edge.errors import DataError, DataWarning
 
 NO_LABEL = -1  # a training row's label id when it has none: learned from the teacher alone
@@ -105,32 +103,32 @@ def _jsonl_texts(path: Path, text: str, column: str | None) -> list[str]:
 
 
 def _table_texts(path: Path, text: str, delimiter: str, column: str | None) -> list[str]:
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
-    previous = csv.field_size_limit(csv_field_limit(len(text)))
-    try:
-        rows = [row for row in reader if any(c.strip() for c in row)]
-    except csv.Error as exc:
-        raise DataError(f"{path} line {reader.line_num}: {exc}", "check the quotes on that line") from None
-    finally:
-        csv.field_size_limit(previous)
+    """The text column of a CSV or TSV, its rows read as labeled files read them (data.py: TSV cut at
+    every tab with quotes as text, CSV by the csv module's quote rules, rows that run over several lines
+    warned about)."""
+    rows, _ = tab_rows(text) if delimiter == "\t" else quoted_rows(path, text, delimiter)
     if not rows:
         return []
-    header = [c.strip() for c in rows[0]]
+    header = [c.strip() for c in rows[0][2]]
     lowered = [c.lower() for c in header]
     if column is not None:
         if column not in header:
             raise DataError(f"{path} has no column {column!r} (columns: {', '.join(header)})", "check the name")
-        index = header.index(column)
+        index, body = header.index(column), rows[1:]
     else:
         index = next((lowered.index(n) for n in TEXT_NAMES if n in lowered), None)
+        body = rows[1:]
         if index is None:
-            if max(len(r) for r in rows) > 1:
+            if max(len(cells) for _, _, cells in rows) > 1:
                 raise DataError(
                     f"{path} has no text column (looked for {', '.join(TEXT_NAMES)} in its header)",
                     "name it with --unlabeled-column, or give one text per line in a .txt file",
                 )
-            return [r[0].strip() for r in rows]  # one column, no header: every row is a text
-    return [r[index].strip() if index < len(r) else "" for r in rows[1:]]
+            index, body = 0, rows  # one column, no header: every row is a text
+    spanning = [(first, last) for first, last, _ in body if last > first]
+    if spanning:
+        warnings.warn(DataWarning(spanning_warning(path, spanning)), stacklevel=4)
+    return [cells[index].strip() if index < len(cells) else "" for _, _, cells in body]
 
 
 def transfer_set(

@@ -32,6 +32,8 @@ MICRO = {"num_hidden_layers": 1, "hidden_size": 16, "num_attention_heads": 2, "i
         ("n.csv", 'id,text\n1,"a, quoted text"\n2,plain\n', ["a, quoted text", "plain"]),
         ("n.csv", "just one column\nof text\n", ["just one column", "of text"]),
         ("n.tsv", "Sentence\tsource\nhello there\tapp\n", ["hello there"]),
+        # TSV as labeled files read it: cut at every tab, a quote is text (a stray one swallowed the file)
+        ("n.tsv", 'id\ttext\n1\t"a stray quote\n2\t他说"明天见\n', ['"a stray quote', '他说"明天见']),
         ("n.jsonl", '{"text": "one"}\n\n{"text": " two "}\n', ["one", "two"]),
         ("n.jsonl", '"a bare string"\n"another"\n', ["a bare string", "another"]),
     ],
@@ -40,6 +42,13 @@ def test_unlabeled_files_read_in_every_shape(tmp_path, name, body, expected):
     path = tmp_path / name
     path.write_text(body, encoding="utf-8")
     assert read_unlabeled(path) == expected
+
+
+def test_a_csv_quote_left_open_is_warned_about(tmp_path):
+    path = tmp_path / "n.csv"
+    path.write_text('text\nfine\n"opened, never closed\nnext\nlast\n', encoding="utf-8")
+    with pytest.warns(DataWarning, match="1 rows run over several lines"):
+        assert read_unlabeled(path)[0] == "fine"
 
 
 def test_a_named_column_is_read(tmp_path):
