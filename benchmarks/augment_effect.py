@@ -71,7 +71,7 @@ def first_per_class(synthetic: Path, n: int) -> list[tuple[str, str]]:
 
 
 def accuracy(student: Path, texts: list[str], labels: list[str]) -> dict[str, float]:
-    probs = predict_texts(student, texts, max_length=MAX_LENGTH)
+    probs = predict_texts(student, texts, max_length=MAX_LENGTH).probabilities
     right = [max(p, key=p.get) == y for p, y in zip(probs, labels)]
     out = {"all": sum(right) / len(right)}
     for language in ("en", "zh"):

@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("pairs", nargs="+", help="STUDENT_DIR:BUNDLE_DIR")
     args = parser.parse_args()
     dev = read_labeled(args.dev)
-    probs = predict_texts(args.teacher, dev.texts, max_length=128)
+    probs = predict_texts(args.teacher, dev.texts, max_length=128).probabilities
     labels = LabelMap(list(probs[0]))
     teacher_pred = labels.encode([max(p, key=p.get) for p in probs])
     gold = labels.encode(dev.labels)

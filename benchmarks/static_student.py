@@ -49,7 +49,7 @@ def scores(model: Path, split: str) -> dict[str, float]:
     path = TODO / f"{split}.jsonl"
     data = read_labeled(path)
     langs = [json.loads(line)["lang"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    probs = predict_texts(model, data.texts, max_length=64)
+    probs = predict_texts(model, data.texts, max_length=64).probabilities
     right = [max(p, key=p.get) == label for p, label in zip(probs, data.labels)]
     out = {"all": sum(right) / len(right)}
     for lang in ("en", "zh"):

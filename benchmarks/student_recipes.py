@@ -47,7 +47,7 @@ def mlx_edge(*args: str) -> None:
 def scores(model: Path, split: str) -> dict[str, float]:
     data = read_labeled(todo_split(split))
     langs = [json.loads(line)["lang"] for line in todo_split(split).read_text().splitlines() if line.strip()]
-    probs = predict_texts(model, data.texts, max_length=64)
+    probs = predict_texts(model, data.texts, max_length=64).probabilities
     right = [max(p, key=p.get) == label for p, label in zip(probs, data.labels)]
     out = {"all": sum(right) / len(right)}
     for lang in ("en", "zh"):

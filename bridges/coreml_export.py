@@ -17,10 +17,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bridges.io_names import ATTENTION_MASK, INPUT_IDS
 from mlx_edge.errors import EnvironmentProblem, ExportError
 
-INPUT_IDS, ATTENTION_MASK = "input_ids", "attention_mask"
-EMBEDDING, LOGITS, PROBABILITIES = "embedding", "logits", "probabilities"
 PRECISIONS = ("fp16", "fp32")
 COMPUTE_UNITS = ("CPU_AND_GPU", "ALL", "CPU_AND_NE", "CPU_ONLY")
 MIN_TARGETS = ("iOS16", "iOS17", "iOS18")

@@ -10,9 +10,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
 
-from bridges.coreml_export import ATTENTION_MASK, EMBEDDING, INPUT_IDS, LOGITS
+from bridges.io_names import ATTENTION_MASK, EMBEDDING, INPUT_IDS, LOGITS
 from mlx_edge.errors import BundleError
 
 OPSET = 17
@@ -20,6 +19,7 @@ OPSET = 17
 
 def export_onnx(mirror, path: Path, *, example_length: int) -> dict:
     """Write `path` from the mirror; returns the manifest's description of it."""
+    import torch  # lazy: running a program (ort_session, OnnxRunner) needs no PyTorch (~2 s import)
 
     example = (torch.ones((1, example_length), dtype=torch.int32), torch.ones((1, example_length), dtype=torch.int32))
     axes = {
@@ -78,24 +78,32 @@ def describe_onnx(path: Path) -> dict:
     }
 
 
+def ort_session(path: Path, *, threads: int | None = None):
+    """An ONNX Runtime CPU session on `path` with `threads` intra-op threads (None: one per core).
+    Idle pool threads do not spin: they would take the cores from whatever runs next in the process."""
+    import onnxruntime as ort  # lazy: onnx/onnxruntime load only for the ONNX artifact
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph classes
+        raise BundleError(f"ONNX Runtime cannot load {path.name}: {exc}") from exc
+
+
 class OnnxRunner:
-    """ONNX Runtime on CPU; `__call__(ids, mask)` -> (embedding, logits)."""
+    """ONNX Runtime on CPU, one thread (the check's reference run); `__call__(ids, mask)` -> (embedding, logits)."""
 
     def __init__(self, path: Path):
-        import onnxruntime as ort  # lazy: onnx/onnxruntime load only for the ONNX artifact
-
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        options.intra_op_num_threads = 1
-        try:
-            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph classes
-            raise BundleError(f"ONNX Runtime cannot load {path.name}: {exc}") from exc
+        self.session = ort_session(path, threads=1)
 
     def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray):
         return tuple(
             self.session.run(
                 None,
-                {"input_ids": np.asarray(input_ids, np.int32), "attention_mask": np.asarray(attention_mask, np.int32)},
+                {INPUT_IDS: np.asarray(input_ids, np.int32), ATTENTION_MASK: np.asarray(attention_mask, np.int32)},
             )
         )

@@ -24,6 +24,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bridges import coreml_export as cx
+from bridges import io_names
 from bridges.checks import bundle_files, check_files, check_io
 from bridges.coreml_codes import check_student_codes, student_codes, write_codes
 from bridges.coreml_export import BLOCK_MODES, COMPUTE_UNITS, MIN_TARGETS, PRECISIONS, QUANTIZE, parse_seq_len
@@ -406,20 +407,20 @@ def _program(
     if name == "encoder":
         file, module, kind = ENCODER_FILE, mirror, "sentence embedding and logits"
         docs = {
-            cx.EMBEDDING: f"Pooled sentence embedding ({hidden_size} floats): the head's input",
-            cx.LOGITS: f"Unnormalized scores of the {len(labels)} labels",
+            io_names.EMBEDDING: f"Pooled sentence embedding ({hidden_size} floats): the head's input",
+            io_names.LOGITS: f"Unnormalized scores of the {len(labels)} labels",
         }
     else:
         file, module, kind = CLASSIFIER_FILE, ClassifierWrapper(mirror), "label probabilities (not updatable)"
-        docs = {cx.PROBABILITIES: f"Probabilities of the labels {', '.join(labels)}"}
+        docs = {io_names.PROBABILITIES: f"Probabilities of the labels {', '.join(labels)}"}
     model = cx.convert(module, outputs=list(docs), seq=seq, **convert)
     model = write_codes(model, codes) if codes else cx.compress(model, **compress)
     cx.set_metadata(
         model,
         description=f"{about}: {kind}",
         features={
-            cx.INPUT_IDS: f"Token ids, int32 (1, {seq}), [CLS] ... [SEP] then [PAD] (id {pad_id})",
-            cx.ATTENTION_MASK: "1 for real tokens, 0 for padding, int32, same shape as input_ids",
+            io_names.INPUT_IDS: f"Token ids, int32 (1, {seq}), [CLS] ... [SEP] then [PAD] (id {pad_id})",
+            io_names.ATTENTION_MASK: "1 for real tokens, 0 for padding, int32, same shape as input_ids",
             **docs,
         },
         **meta,

@@ -147,6 +147,27 @@ def test_table_lists_ratios_and_skipped(cli_run):
     assert any(line.strip().endswith("MB") or "MB" in line for line in text.splitlines() if "train b2" in line)
 
 
+def test_table_names_the_fastest_backend_per_workload_and_its_command(cli_run):
+    result, out = cli_run
+    report = json.loads((out / "bench.json").read_text())
+    section = result.output.split("which backend (")[1].split("\n\n")[0].splitlines()[1:]
+    assert len(section) == len(report["workloads"])
+    commands = {
+        "mlx": {"infer": "predict --backend mlx", "train": "distill", "teacher-train": "teacher train --backend mlx"},
+        "onnxruntime": {"infer": "predict --backend onnx"},
+        "torch": {"teacher-train": "teacher train --backend torch", "label": "teacher label --backend torch"},
+    }
+    for row, line in zip(report["workloads"], section):
+        name, rest = line[:24].strip(), line[24:].split(maxsplit=1)
+        assert name == row["name"] and rest[0] == row["fastest"]
+        family = row["fastest"].split("-")[0]
+        expected = commands.get(family, {}).get(row["kind"])
+        if expected:
+            assert rest[1] == f"mlx-edge {expected}"
+        elif (row["kind"], family) not in (("distill", "mlx"), ("distill-live", "mlx"), ("label", "mlx")):
+            assert rest[1] == f"no mlx-edge command runs this on {family}"
+
+
 @pytest.mark.skipif(sys.platform == "darwin", reason="on a Mac, Metal, MPS and CoreML are present")
 def test_absent_backends_skipped_with_reason(cli_run):
     result, out = cli_run

@@ -111,11 +111,16 @@ def test_data_summary_counts_and_token_lengths(tmp_path, tiny_bert_dir):
     assert 3 <= summary["tokens"]["p50"] <= summary["tokens"]["p100"]
 
 
-def test_predict_matches_transformers(tiny_bert_dir):
+@pytest.mark.parametrize("backend", ["mlx", "onnx"])
+def test_predict_matches_transformers(tiny_bert_dir, backend, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLX_EDGE_CACHE", str(tmp_path / "cache"))  # the ONNX program is exported into it
     texts = ["Pay the credit card bill", "复习线性代数第三章"]
-    result = CliRunner().invoke(main, ["predict", str(tiny_bert_dir), *texts, "--json"])
+    result = CliRunner().invoke(main, ["predict", str(tiny_bert_dir), *texts, "--json", "--backend", backend])
     assert result.exit_code == 0, result.output
-    got = [json.loads(line) for line in result.output.splitlines()]
+    answered = {"mlx": "mlx-cpu", "onnx": "onnxruntime-cpu"}[backend]
+    assert f"answered by {answered}" in result.stderr
+    got = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {row["backend"] for row in got} == {answered}
     model = BertForSequenceClassification.from_pretrained(tiny_bert_dir).eval()
     enc = AutoTokenizer.from_pretrained(tiny_bert_dir)(texts, padding=True, return_tensors="pt")
     with torch.no_grad():
@@ -124,6 +129,40 @@ def test_predict_matches_transformers(tiny_bert_dir):
         ours = np.array([row["probabilities"][model.config.id2label[i]] for i in range(len(probs))])
         np.testing.assert_allclose(ours, probs, atol=1e-5)
         assert row["label"] == model.config.id2label[int(probs.argmax())]
+
+
+def test_predict_exports_its_onnx_program_once_per_weights(tiny_bert_dir, tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.setenv("MLX_EDGE_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "model"
+    shutil.copytree(tiny_bert_dir, model)
+
+    def run():
+        result = CliRunner().invoke(main, ["predict", str(model), "Pay the bill", "--json", "--backend", "onnx"])
+        assert result.exit_code == 0, result.output
+        return result.stderr, json.loads(result.stdout)["probabilities"]
+
+    first, before = run()
+    again, same = run()
+    assert "exporting model to ONNX once" in first and "exporting" not in again
+    assert same == before
+    programs = list((tmp_path / "cache" / "onnx").glob("*/model.onnx"))
+    assert len(programs) == 1 and not list((tmp_path / "cache" / "onnx").glob("*/.*"))  # no staging file left
+    # new weights: a new program, not the stale one
+    net = BertForSequenceClassification.from_pretrained(model)
+    with torch.no_grad():
+        net.classifier.bias += torch.arange(net.config.num_labels, dtype=torch.float32)
+    net.save_pretrained(model, safe_serialization=True)
+    changed, after = run()
+    assert "exporting" in changed and after != before
+    assert len(list((tmp_path / "cache" / "onnx").glob("*/model.onnx"))) == 2
+
+
+def test_predict_refuses_onnx_on_a_gpu(tiny_bert_dir):
+    result = CliRunner().invoke(main, ["predict", str(tiny_bert_dir), "Pay", "--backend", "onnx", "--device", "gpu"])
+    assert result.exit_code != 0
+    assert "--backend onnx runs on the CPU" in result.output and "Traceback" not in result.output
 
 
 def test_data_reports_the_unknown_token_share_and_warns_once(tmp_path, tiny_bert_dir):

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from mlx_edge.cli import main
@@ -60,17 +61,27 @@ def test_not_utf8_names_the_line(tmp_path):
     assert "gbk.csv" in line
 
 
-def test_config_that_is_not_bert_like(tmp_path):
+BACKENDS = pytest.mark.parametrize("backend", ["mlx", "onnx"])
+
+
+@BACKENDS
+def test_config_that_is_not_bert_like(tmp_path, backend):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
-    assert_one_line_error(run_cli("predict", tmp_path, "hello"), "not a BERT-like encoder", "'llama'")
+    result = run_cli("predict", tmp_path, "hello", "--backend", backend)
+    assert_one_line_error(result, "not a BERT-like encoder", "'llama'")
 
 
-def test_directory_that_is_not_a_model(tmp_path):
-    assert_one_line_error(run_cli("predict", tmp_path, "hello"), "not a model directory (no config.json)")
+@BACKENDS
+def test_directory_that_is_not_a_model(tmp_path, backend):
+    result = run_cli("predict", tmp_path, "hello", "--backend", backend)
+    assert_one_line_error(result, "not a model directory (no config.json)")
 
 
-def test_bare_encoder_cannot_predict(minilm_dir):
-    assert_one_line_error(run_cli("predict", minilm_dir, "hello"), "no trained classifier head")
+@BACKENDS
+def test_bare_encoder_cannot_predict(minilm_dir, backend, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLX_EDGE_CACHE", str(tmp_path))
+    assert_one_line_error(run_cli("predict", minilm_dir, "hello", "--backend", backend), "no trained classifier head")
+    assert not (tmp_path / "onnx").exists()  # refused before any export
 
 
 def test_exit_code_and_stderr_from_a_real_process(tmp_path):

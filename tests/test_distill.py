@@ -333,7 +333,7 @@ def test_cli_distill_then_predict(trained_teacher, toy_data, cache, micro_json, 
     setup = json.loads((tmp_path / "s" / "mlx_edge_manifest.json").read_text())
     assert '"cpu_shards": 3' in json.dumps(setup)  # the option reached the loop (and its fingerprint)
     result = CliRunner().invoke(main, ["predict", str(tmp_path / "s"), "pay the credit card bill", "--json"])
-    row = json.loads(result.output.splitlines()[0])
+    row = json.loads(result.stdout.splitlines()[0])
     assert set(row["probabilities"]) == {"finance", "health"}
     again = CliRunner().invoke(
         main,

@@ -71,12 +71,18 @@ def test_distill_writes_a_static_student_that_learned_the_toy_task(static_studen
     assert isinstance(model, StaticModel) and model.config.labels == ["finance", "health"]
 
 
-def test_predict_reads_a_static_student(static_student):
+def test_predict_reads_a_static_student(static_student, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLX_EDGE_CACHE", str(tmp_path))  # the ONNX program is exported into it
     out, _ = static_student
-    result = CliRunner().invoke(main, ["predict", str(out), "pay the credit card bill", "--json"])
-    assert result.exit_code == 0, result.output
-    row = json.loads(result.stdout.splitlines()[0])
-    assert max(row["probabilities"], key=row["probabilities"].get) == "finance"
+    rows = {}
+    for backend in ("mlx", "onnx"):
+        command = ["predict", str(out), "pay the credit card bill", "--json", "--backend", backend]
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 0, result.output
+        rows[backend] = json.loads(result.stdout.splitlines()[0])
+    assert max(rows["mlx"]["probabilities"], key=rows["mlx"]["probabilities"].get) == "finance"
+    mlx, onnx = (np.array(list(rows[b]["probabilities"].values())) for b in ("mlx", "onnx"))
+    np.testing.assert_allclose(onnx, mlx, atol=1e-5)  # the static program ONNX Runtime runs answers the same
 
 
 def test_export_then_check_passes(static_student, tmp_path):

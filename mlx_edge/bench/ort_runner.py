@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bridges.coreml_export import EMBEDDING, LOGITS, SequenceLengths, convert, save
-from bridges.onnx_export import export_onnx
+from bridges.coreml_export import SequenceLengths, convert, save
+from bridges.io_names import EMBEDDING, LOGITS
+from bridges.onnx_export import export_onnx, ort_session
 from bridges.torch_mirror import load_mirror, read_student_weights
 from mlx_edge.bench.tasks import Task
 
@@ -39,12 +40,7 @@ class OrtRunner:
         return None
 
     def _session_from(self, path: Path):
-        options = self.ort.SessionOptions()
-        options.log_severity_level = 3
-        options.intra_op_num_threads = self.threads
-        # idle pool threads must not spin: they would steal the cores the next backend measures on
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        return self.ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        return ort_session(path, threads=self.threads)  # no spinning: the next backend measures on those cores
 
     def session(self, which: str):
         if which not in self._sessions:

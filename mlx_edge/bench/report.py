@@ -61,6 +61,13 @@ def format_table(report: dict) -> str:
         order = sorted(row["results"], key=_order)
         for i, entry in enumerate(order):
             lines.append(_row(row["name"] if i == 0 else "", entry))
+    choices = [
+        (row["name"], row.get("fastest"), runs_it(row["kind"], row.get("fastest"))) for row in report["workloads"]
+    ]
+    choices = [c for c in choices if c[1]]
+    if choices:
+        lines += ["", "which backend (the fastest that agrees, per workload; what runs it in mlx-edge):"]
+        lines += [f"  {name:<22} {fastest:<16} {command}" for name, fastest, command in choices]
     paths = [(row["name"], e) for row in report["workloads"] for e in row["results"] if e.get("path")]
     if paths:
         lines += ["", "paths (the code the product runs, and its settings):"]
@@ -91,6 +98,29 @@ def format_table(report: dict) -> str:
         lines.append("environment: " + " ".join(f"{k}={v}" for k, v in m["environment"].items()))
     lines.append(f"total {report['wall_s']:.0f} s")
     return "\n".join(lines)
+
+
+# (workload kind, backend family) -> the mlx-edge command that runs that work on that backend
+_COMMANDS = {
+    ("infer", "mlx"): "mlx-edge predict --backend mlx",
+    ("infer", "onnxruntime"): "mlx-edge predict --backend onnx",
+    ("infer", "coreml"): "the app, with the bundle `mlx-edge export` writes",
+    ("teacher-train", "mlx"): "mlx-edge teacher train --backend mlx",
+    ("teacher-train", "torch"): "mlx-edge teacher train --backend torch",
+    ("label", "mlx"): "mlx-edge teacher label --backend mlx",
+    ("label", "torch"): "mlx-edge teacher label --backend torch",
+    ("train", "mlx"): "mlx-edge distill",
+    ("distill", "mlx"): "mlx-edge distill",
+    ("distill-live", "mlx"): "mlx-edge distill (no --targets)",
+}
+
+
+def runs_it(kind: str, backend: str | None) -> str:
+    """The mlx-edge command that runs a workload of `kind` on `backend` ("mlx-cpu", "onnxruntime-cpu", ...)."""
+    if not backend:
+        return "-"
+    family = backend.split("-")[0]
+    return _COMMANDS.get((kind, family), f"no mlx-edge command runs this on {family}")
 
 
 def _order(entry: dict):

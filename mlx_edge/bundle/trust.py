@@ -16,8 +16,9 @@ import json
 from pathlib import Path
 
 from bridges.checks import CheckResult
-from bridges.coreml_export import INPUT_IDS, load_spec
+from bridges.coreml_export import load_spec
 from bridges.coreml_head import head_weights, load_head_spec
+from bridges.io_names import INPUT_IDS
 from mlx_edge.bundle.layout import LABELS_KEY, TOKENIZER_KEY, tokenizer_digests
 
 MODELS = ("encoder", "classifier", "head")  # the CoreML models that record labels (the classifier is an extra)

@@ -22,21 +22,34 @@ from mlx_edge.cli.options import device_option
 )
 @click.option("--top-k", type=click.IntRange(1), default=3, show_default=True, help="Labels shown per text.")
 @device_option
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "mlx", "onnx"]),
+    default="auto",
+    show_default=True,
+    help="Who computes: MLX, or ONNX Runtime on the model's exported program (CPU only; exported on first "
+    "use, then cached). auto: MLX, which loads and answers a call soonest.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON lines.")
-def predict(model_dir, texts, max_length, top_k, device, as_json):
+def predict(model_dir, texts, max_length, top_k, device, backend, as_json):
     """Labels and probabilities for TEXTS from a trained teacher or student directory.
 
+    The backend that answered is named on stderr (and in each JSON line).
+
     \b
-    Example:
+    Examples:
       mlx-edge predict ./student "Book a dentist appointment" "复习线性代数第三章"
+      mlx-edge predict ./student "Book a dentist appointment" --backend onnx --json
     """
     from mlx_edge.predict import predict_texts  # lazy: --help stays instant
 
-    results = predict_texts(model_dir, list(texts), max_length=max_length, device=device)
-    for text, probs in zip(texts, results):
+    result = predict_texts(model_dir, list(texts), max_length=max_length, device=device, backend=backend)
+    click.echo(f"answered by {result.backend} ({result.why})", err=True)
+    for text, probs in zip(texts, result.probabilities):
         ranked = sorted(probs.items(), key=lambda kv: -kv[1])[:top_k]
         if as_json:
-            click.echo(json.dumps({"text": text, "label": ranked[0][0], "probabilities": probs}, ensure_ascii=False))
+            line = {"text": text, "label": ranked[0][0], "probabilities": probs, "backend": result.backend}
+            click.echo(json.dumps(line, ensure_ascii=False))
         else:
             shown = "  ".join(f"{label} {p:.3f}" for label, p in ranked)
             click.echo(f"{ranked[0][0]:<12} {shown}   {text}")
