@@ -470,7 +470,7 @@ def final_report(
         who_dirs = [("teacher", teacher_dir), ("student", student_dir)]
         who_dirs += [(r.kind, out / r.student) for r in rungs[1:]]
         for who, directory in who_dirs:
-            probs = predict_texts(directory, data.texts, max_length=max_length, device=config.device)
+            probs = predict_texts(directory, data.texts, max_length=max_length, device=config.device).probabilities
             labels = LabelMap(list(probs[0]))
             predicted = labels.encode([max(p, key=p.get) for p in probs])
             right = predicted == labels.encode(data.labels)
