@@ -284,6 +284,11 @@ def distill(
           --init teacher --hidden-weight 1 --attention-weight 1 --out student
       mlx-edge distill --teacher teacher --train train.csv --targets targets --student student \\
           --quantize int4 --epochs 2 --learning-rate 5e-5 --out student-int4
+
+    \b
+    Data parallel over several processes or Macs, with MLX's launcher (rank 0 writes the student):
+      mlx.launch --hostfile hosts.json -- mlx-edge distill --teacher teacher --train train.csv \\
+          --targets targets --out student
     """
     from mlx_edge.distill.api import distill as run  # lazy: --help stays instant
     from mlx_edge.distill.loop import LoopConfig  # lazy: --help stays instant
@@ -339,6 +344,13 @@ def distill(
 
         if unlabeled_paths:
             raise ConfigError("--unlabeled does not work with --student static yet", "drop --unlabeled or use a preset")
+        from mlx_edge.runtime.distributed import mlx_group  # lazy: --help stays instant
+
+        if mlx_group() is not None:
+            raise ConfigError(
+                "--student static trains in one process (under mlx.launch every process would write it)",
+                "run it without mlx.launch",
+            )
         run = static_runner(click.get_current_context())
     report = run(
         teacher=teacher_dir,
@@ -368,6 +380,8 @@ def distill(
         on_epoch=report_epoch,
         **transfer,
     )
+    if report is None:  # a process of `mlx.launch` other than rank 0: rank 0 writes and reports
+        return
     if as_json:
         click.echo(json.dumps(asdict(report), indent=2))
         return

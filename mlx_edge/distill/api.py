@@ -45,6 +45,7 @@ from mlx_edge.models.quantized import cpu_float, parameter_count
 from mlx_edge.models.tokenizer import load_tokenizer, unknown_share, warn_unknown
 from mlx_edge.runtime.cpu_streams import resolve_shards
 from mlx_edge.runtime.devices import mlx_device
+from mlx_edge.runtime.distributed import mlx_group
 from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA
 from mlx_edge.targets import TargetsCache
 from mlx_edge.teacher.source import check_local_model, file_hash_of_weights, file_state, head_labels, tokenizer_hash
@@ -114,8 +115,11 @@ def distill(
     on_step: Callable | None = None,
     on_epoch: Callable | None = None,
     measure_speed: bool = True,
-) -> DistillReport:
+) -> DistillReport | None:
     """Distill `teacher` into a `student` (preset, config JSON or directory) and write it to `out`.
+
+    Under `mlx.launch` (several processes) the batches are spread over the processes (data parallel,
+    distill/loop.py); rank 0 writes `out` and returns the report, the other ranks return None.
 
     `vocab`: the student's vocabulary (models/prune.py): auto (seen+script for a new student, its
     own for a continued one), seen, seen+chars, seen+script, or all (the teacher's, unpruned);
@@ -203,7 +207,10 @@ def distill(
     if init == "teacher" and source is None and _narrower(config, teacher_model.config):
         shrink = _plan_shrink(teacher_model, config, init_layers or list(mapping.values()), train_ids, tokenizer.pad_id)
 
-    work = out.with_name(f".{out.name}.work")
+    group = mlx_group()  # under mlx.launch: data parallel, each process in its own work directory
+    rank = group.rank() if group is not None else 0
+    progress = progress and rank == 0
+    work = out.with_name(f".{out.name}.work" + (f"-rank{rank}" if rank else ""))
     settings = fingerprint(
         student, init, init_layers, mapping, max_length, loop, config, vocab, vocab_extra, freeze_embeddings,
         *((quant,) if quant is not None else ()),
@@ -274,9 +281,14 @@ def distill(
         save_best=save_best,
         work=work,
         progress=progress,
-        on_step=on_step,
-        on_epoch=on_epoch,
+        on_step=on_step if rank == 0 else None,
+        on_epoch=on_epoch if rank == 0 else None,
+        group=group,
     )
+    if rank:  # only rank 0 writes the student; the others' weights are the same
+        shutil.rmtree(work)
+        mx.clear_cache()
+        return None
 
     report = run_report(
         out=out,

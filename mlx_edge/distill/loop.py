@@ -21,7 +21,7 @@ import numpy as np
 
 from mlx_edge.data import bucketed_batches, collate
 from mlx_edge.distill.config import TERMS, LoopConfig, Schedule, default_weights
-from mlx_edge.distill.step import Trainable, TrainStep
+from mlx_edge.distill.step import Trainable, TrainStep, rank_rows
 from mlx_edge.errors import DistillError
 from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.cpu_streams import blas_limit
@@ -118,14 +118,24 @@ def run_loop(
     progress: bool = True,
     on_step: Callable[[int, dict], None] | None = None,
     on_epoch: Callable[[dict], None] | None = None,
+    group=None,
 ) -> LoopResult:
-    """Train; `targets(rows, input_ids, mask)` gives the teacher's outputs for a batch."""
+    """Train; `targets(rows, input_ids, mask)` gives the teacher's outputs for a batch.
+
+    `group`: MLX's group of `mlx.launch`'s processes. Every process walks the same batches and
+    computes its own rows of each (rank_rows); the step averages their gradients, so the weights
+    stay the same everywhere. `work` must be the process's own; whether an epoch is the best so far
+    (which keeps it and stops early) is rank 0's decision, on every rank."""
+    rank = group.rank() if group is not None else 0
+    world = group.size() if group is not None else 1
     lengths = np.array([len(x) for x in train_ids])
     batches_per_epoch = len(bucketed_batches(lengths, config.batch_size, seed=config.seed))
     total_steps = max(1, math.ceil(batches_per_epoch / config.grad_accum) * config.epochs)
-    train_step = TrainStep(trainable, config, layer_map, terms_on, total_steps)
-    mx.random.seed(config.seed)
+    train_step = TrainStep(trainable, config, layer_map, terms_on, total_steps, group=group)
+    mx.random.seed(config.seed + rank)  # each process its own dropout draws
     position = load_checkpoint(work, train_step) or fresh_position()  # before the step compiles (see TrainStep)
+    if group is not None:
+        _check_same_step(position["step"], group, work)
     history, best = position["history"], position["best"]
     step, seen, seconds = position["step"], position["seen"], position["seconds"]
     trainable.train()
@@ -139,11 +149,15 @@ def run_loop(
         sums = np.zeros(len(TERMS))
         started = time.perf_counter()
         for index in range(first, len(batches)):
-            rows = batches[index]
+            rows = batch = batches[index]
             input_ids, mask = collate([train_ids[r] for r in rows], pad_id=pad_id, max_width=max_width)
+            scale = None
+            if world > 1:  # this process's rows, padded as the whole batch is
+                mine, scale = rank_rows(mask, train_labels[rows], rank, world, config.attention_loss)
+                rows, input_ids, mask = rows[mine], input_ids[mine], mask[mine]
             b = make_batch(rows, input_ids, mask, train_labels, targets(rows, input_ids, mask), terms_on)
             w = config.weights_at(epoch, min(1.0, step / total_steps))
-            parts = train_step.split(b, mask)
+            parts = train_step.split(b, mask, scale)
             with blas_limit(len(parts)):
                 mx.eval(b)  # live teacher targets (themselves computed on the shards' streams)
                 loss, terms = train_step(parts, mx.array([w[k] for k in TERMS]))
@@ -155,7 +169,7 @@ def run_loop(
             values = np.array(terms)
             _nan_guard(values, loss, step, work)
             sums += values
-            seen += len(rows)
+            seen += len(batch)
             elapsed = seconds + time.perf_counter() - started
             if bar is not None:
                 bar.set_postfix(
@@ -187,10 +201,13 @@ def run_loop(
         history.append(metrics)
         with open(work / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(metrics) + "\n")
-        if best is None or (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > (
+        improved = best is None or (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > (
             best["dev_accuracy"],
             best["dev_macro_f1"],
-        ):
+        )
+        if group is not None:
+            improved = _rank0s(improved, group)
+        if improved:
             best = metrics
             save_best()
             position["patience_used"] = 0
@@ -220,6 +237,25 @@ def _epoch_metrics(epoch: int, step: int, train_means: np.ndarray, trainable: Tr
     }
     trainable.train()
     return metrics
+
+
+def _check_same_step(step: int, group, work: Path) -> None:
+    """Every process resumes from the same step: a run killed between two processes' checkpoints cannot go on."""
+    mine = np.zeros(group.size(), np.float32)
+    mine[group.rank()] = step
+    steps = np.array(mx.distributed.all_sum(mx.array(mine), group=group)).astype(int).tolist()
+    if len(set(steps)) > 1:
+        raise DistillError(
+            f"the processes' checkpoints are at different steps ({', '.join(map(str, steps))}; this one's in {work})",
+            "start over with --restart",
+        )
+
+
+def _rank0s(flag: bool, group) -> bool:
+    """Rank 0's `flag` on every rank. The processes evaluate the same weights on the same rows, but a
+    last-bit difference (another chip) must not make one rank keep another epoch or stop early alone."""
+    mine = mx.array([1.0 if flag and group.rank() == 0 else 0.0])
+    return bool(mx.distributed.all_sum(mine, group=group).item() > 0.5)
 
 
 def _nan_guard(values: np.ndarray, loss: mx.array, step: int, work: Path) -> None:

@@ -64,13 +64,18 @@ def term_shares(mask: np.ndarray, bounds: list[int], attention_loss: str, gold: 
     )
 
 
-def split_batch(b: dict, mask: np.ndarray, shards: int, attention_loss: str) -> list[dict]:
-    """The batch as `shards` (or fewer, for a short batch) contiguous row ranges with their term shares."""
+def split_batch(
+    b: dict, mask: np.ndarray, shards: int, attention_loss: str, scale: np.ndarray | None = None
+) -> list[dict]:
+    """The batch as `shards` (or fewer, for a short batch) contiguous row ranges with their term shares
+    (times `scale`, per term: a rank's part of a batch spread over processes, see rank_rows)."""
     bounds = row_bounds(mask.shape[0], shards)
     gold = np.asarray(b["labels"]) >= 0 if "labels" in b else None
     shares = (
         term_shares(mask, bounds, attention_loss, gold) if len(bounds) > 2 else np.ones((1, len(TERMS)), np.float32)
     )
+    if scale is not None:
+        shares = shares * scale.astype(np.float32)
 
     def part(value, lo, hi):
         if isinstance(value, list):
@@ -81,6 +86,21 @@ def split_batch(b: dict, mask: np.ndarray, shards: int, attention_loss: str) -> 
         {**{k: part(v, lo, hi) for k, v in b.items()}, "frac": mx.array(shares[i])}
         for i, (lo, hi) in enumerate(zip(bounds, bounds[1:]))
     ]
+
+
+def rank_rows(
+    mask: np.ndarray, labels: np.ndarray, rank: int, world: int, attention_loss: str
+) -> tuple[slice, np.ndarray]:
+    """(this rank's contiguous rows of a batch spread over `world` processes, the scale of its terms).
+
+    The scale is the rank's share of each term of the whole batch times `world`: averaged over the
+    ranks (nn.average_gradients), the ranks' losses and gradients are the whole batch's. A batch too
+    short to reach this rank gives it row 0 at scale 0: it computes, and adds nothing."""
+    bounds = row_bounds(mask.shape[0], world)
+    if rank >= len(bounds) - 1:
+        return slice(0, 1), np.zeros(len(TERMS), np.float32)
+    shares = term_shares(mask, bounds, attention_loss, labels >= 0)
+    return slice(bounds[rank], bounds[rank + 1]), shares[rank] * world
 
 
 def make_loss(config: LoopConfig, layer_map: dict[int, int], terms_on: set[str]):
@@ -142,12 +162,20 @@ class TrainStep:
     """One optimizer step (or one accumulation step) of `trainable` on a batch given as shards.
 
     The compiled functions capture the optimizer's state object: `restore` before the first call.
+    `group`: MLX's group of `mlx.launch`'s processes (data parallel: each computes its rows of every
+    batch, see rank_rows, and the gradients are averaged over them before the update); None: one process.
     """
 
     def __init__(
-        self, trainable: Trainable, config: LoopConfig, layer_map: dict[int, int], terms_on: set[str], total_steps: int
+        self,
+        trainable: Trainable,
+        config: LoopConfig,
+        layer_map: dict[int, int],
+        terms_on: set[str],
+        total_steps: int,
+        group=None,
     ):
-        self.trainable, self.config = trainable, config
+        self.trainable, self.config, self.group = trainable, config, group
         self.optimizer = optim.AdamW(
             learning_rate=learning_rate_schedule(config, total_steps), weight_decay=config.weight_decay
         )
@@ -173,8 +201,8 @@ class TrainStep:
         mx.eval(self.trainable.parameters(), self.optimizer.state)
 
     # ---------------------------------------------------------------- the step
-    def split(self, b: dict, mask: np.ndarray) -> list[dict]:
-        return split_batch(b, mask, self.shards, self.config.attention_loss)
+    def split(self, b: dict, mask: np.ndarray, scale: np.ndarray | None = None) -> list[dict]:
+        return split_batch(b, mask, self.shards, self.config.attention_loss, scale)
 
     def __call__(self, parts: list[dict], w: mx.array) -> tuple[mx.array, mx.array]:
         """(loss, terms) of the batch; the update is applied now, or at `apply_pending` when accumulating."""
@@ -215,6 +243,7 @@ class TrainStep:
         state = self._ensure_state()
         streams = cpu_streams(count) if count > 1 else [None]
         config, optimizer, trainable, loss_and_grad = self.config, self.optimizer, self.trainable, self.loss_and_grad
+        group = self.group
 
         def loss_terms_grads(parts: list, w: mx.array):
             total = None
@@ -226,7 +255,11 @@ class TrainStep:
                     if total is None
                     else (total[0] + loss, total[1] + terms, tree_map(mx.add, total[2], grads))
                 )
-            return total
+            if group is None:
+                return total
+            loss, terms, grads = total  # each rank's part, scaled by the world size (rank_rows)
+            summed = mx.distributed.all_sum(mx.concatenate([loss.reshape(1), terms]), group=group) / group.size()
+            return summed[0], summed[1:], nn.average_gradients(grads, group=group)
 
         @partial(mx.compile, inputs=state, outputs=state)
         def fused_step(parts: list, w: mx.array):

@@ -1,13 +1,17 @@
-"""Ranks under `torchrun`: who this process is, and the few collective steps the teacher stages need.
+"""Ranks under `torchrun` (the teacher stages) and under `mlx.launch` (distillation, MLX's own engine).
 
 torchrun sets RANK / WORLD_SIZE / LOCAL_RANK; without them (or with WORLD_SIZE=1) this is one
 process and every helper here is a no-op. torch is imported only when there is more than one rank,
 so the MLX paths keep working without it.
+
+`mlx.launch` starts the processes of an MLX job (several on one machine with `-n`, or one per host
+of a hostfile) and `mx.distributed.init()` joins them; run alone, a process is rank 0 of 1.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 from dataclasses import dataclass
 
@@ -37,6 +41,17 @@ class Ranks:
         values: list = [None] * self.world
         tdist.all_gather_object(values, value)
         return values
+
+
+@functools.cache
+def mlx_group():
+    """MLX's group of `mlx.launch`'s processes, or None for one process (not launched, or a world of 1)."""
+    import mlx.core as mx  # lazy: the torchrun helpers above need no MLX
+
+    if not mx.distributed.is_available():
+        return None
+    group = mx.distributed.init()  # not launched: a group of one
+    return group if group.size() > 1 else None
 
 
 def init_ranks(backend: str = "gloo") -> Ranks:
