@@ -91,3 +91,17 @@ def test_two_processes_distill_the_student_one_process_does(trained_teacher, toy
     assert other.returncode == 0, other.stderr
     c = load_file(tmp_path / "other" / "model.safetensors")
     assert max(float(np.abs(a[k] - c[k]).max()) for k in a) > 100 * TOLERANCE
+
+
+@needs_launch
+def test_the_pipeline_refuses_to_run_under_mlx_launch(toy_data, tmp_path):
+    train, _ = toy_data
+    config = tmp_path / "run.toml"
+    config.write_text(f'[pipeline]\nout = "{tmp_path / "work"}"\n\n[data]\ntrain = "{train}"\n')
+    command = [str(LAUNCH), "-n", "2", "--backend", "ring", "--starting-port", str(_free_port()), "--"]
+    command += [sys.executable, "-m", "mlx_edge", "run", str(config)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, env={**os.environ, "CI": "1"})
+    output = result.stdout + result.stderr
+    # mlx.launch itself exits 0 here; the ranks' own exit codes are in its warnings
+    assert "the pipeline runs in one process" in output and "exited with code 12" in output
+    assert not (tmp_path / "work").exists()  # refused before any stage

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from mlx_edge.cli.options import device_option, echo_err
-from mlx_edge.errors import CHECK_FAILED
+from mlx_edge.errors import CHECK_FAILED, ConfigError
 from mlx_edge.settings import BUNDLE_KINDS, DEMO_TEACHER, DISTILL, PIPELINE, TEACHER
 
 
@@ -24,7 +24,13 @@ def bundle_list(ctx, param, value) -> tuple[str, ...]:
 
 def _run(config, quiet: bool) -> None:
     from mlx_edge.pipeline import format_report, run_pipeline  # lazy: --help stays instant
+    from mlx_edge.runtime.distributed import mlx_group  # lazy: --help stays instant
 
+    if mlx_group() is not None:
+        raise ConfigError(
+            "the pipeline runs in one process (under mlx.launch every process would run every stage)",
+            "run it without mlx.launch; `mlx.launch -- mlx-edge distill ...` spreads the distillation",
+        )
     report = run_pipeline(config, progress=not quiet, log=lambda m: echo_err(m, quiet))
     click.echo(format_report(report))
     if report["check"] is not None and not report["check"]["ok"]:
