@@ -1,6 +1,6 @@
 """Few labels, with and without a transfer set: `mlx-edge run` on a seeded, stratified sample of the to-do set.
 
-    .venv/bin/python benchmarks/transfer_set.py [--sizes 100,300] [--arms none,unlabeled] [--seeds 0]
+    .venv/bin/python benchmarks/transfer_set.py [--sizes 100,300] [--arms none,unlabeled,edits] [--seeds 0]
         [--teacher multilingual-e5-small] [--work DIR] [--json FILE]
 
 For each size and seed: `size` labeled training rows drawn per label in proportion (seeded), the
@@ -10,6 +10,12 @@ from the labeled rows, as it does for users), the shipped test set scored. Arms:
 - `none`: the labeled rows alone (the pipeline's defaults, fp16 bundle only);
 - `unlabeled`: the same, plus the rest of the training file's texts, labels removed, as `[data]
   unlabeled` (the transfer set; test texts are dropped by the pipeline);
+- `edits`: the labeled rows plus `[data] teacher_edits` (default 20) new sentences per row, words
+  swapped for the teacher's embedding neighbours (augment/neighbours.py);
+- `edits+unlabeled`: both transfer sets;
+
+The arms of one size and seed share one teacher: the first arm trains it (or one an earlier run left
+in the same --work directory is reused), the others are given it, so they differ in the transfer set only;
 
 and the baseline every arm must beat: a logistic regression on the teacher's frozen embeddings
 (mean-pooled over real tokens, "query: " prefix as e5 expects) trained on the same labeled rows.
@@ -116,17 +122,22 @@ def probe(teacher: str, train: list[dict], test: list[dict]) -> dict:
     return {"all": float(right.mean()), **{lang: float(right[langs == lang].mean()) for lang in sorted(set(langs))}}
 
 
-def run_arm(arm: str, labeled: Path, rest: Path, test: Path, teacher: str, out: Path, seed: int) -> dict:
+ARMS = ("none", "unlabeled", "edits", "edits+unlabeled")
+
+
+def run_arm(arm: str, labeled: Path, rest: Path, test: Path, teacher: str, out: Path, seed: int, edits: int) -> dict:
     from mlx_edge.pipeline import PipelineConfig, run_pipeline
 
+    trained = sorted(out.parent.glob("*/teacher/model.safetensors"))  # the size and seed's teacher, when made
     config = PipelineConfig(
         out=out,
         train=labeled,
         test=test,
         seed=seed,
         bundles=("fp16",),
-        teacher={"model": teacher},
-        unlabeled=(rest,) if arm == "unlabeled" else (),
+        teacher={"dir": str(trained[0].parent)} if trained else {"model": teacher},
+        unlabeled=(rest,) if "unlabeled" in arm.split("+") else (),
+        teacher_edits=edits if "edits" in arm.split("+") else 0,
     )
     start = time.perf_counter()
     report = run_pipeline(config, progress=False)
@@ -146,7 +157,8 @@ def run_arm(arm: str, labeled: Path, rest: Path, test: Path, teacher: str, out: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,300")
-    parser.add_argument("--arms", default="none,unlabeled")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"any of {', '.join(ARMS)}")
+    parser.add_argument("--edits", type=int, default=20, help="teacher_edits of the edits arms: sentences per row")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--teacher", default="multilingual-e5-small")
     parser.add_argument("--work", type=Path, default=Path("/tmp/transfer_set"))
@@ -167,7 +179,9 @@ def main() -> None:
             line = {"size": size, "seed": seed, "probe": probe(args.teacher, labeled, test_rows)}
             print(json.dumps(line), flush=True)
             for arm in args.arms.split(","):
-                result = run_arm(arm, labeled_path, rest_path, test_path, args.teacher, base / arm, seed)
+                if arm not in ARMS:
+                    parser.error(f"unknown arm {arm!r}: use any of {', '.join(ARMS)}")
+                result = run_arm(arm, labeled_path, rest_path, test_path, args.teacher, base / arm, seed, args.edits)
                 row = {"size": size, "seed": seed, "arm": arm, "probe": line["probe"]["all"], **result}
                 results.append(row)
                 print(json.dumps(row), flush=True)

@@ -60,6 +60,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "label_column": "unset: found by name; or a name or 0-based index",
         "unlabeled": "optional: files of text with no label, a transfer set the student learns the teacher on",
         "unlabeled_column": "unset: found by name; the text column of CSV/TSV/JSONL unlabeled files",
+        "teacher_edits": "new sentences per training row, words swapped for the teacher's nearest (0: none)",
     },
     "teacher": {
         "model": "built in, offline; or a model dir, or a hub id such as bert-base-chinese",
@@ -206,6 +207,7 @@ def write_config(*, train: Path, dev: Path | None = None, test: Path | None = No
             "label_column": None,
             "unlabeled": None,
             "unlabeled_column": None,
+            "teacher_edits": 0,
         },
         "teacher": {"model": DEMO_TEACHER, "dir": None},
         "augment": {"per_class": 50, "llm": None, "adapter": None},

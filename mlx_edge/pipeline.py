@@ -24,6 +24,7 @@ import numpy as np
 
 from mlx_edge import ladder
 from mlx_edge.augment.api import augment as run_augment
+from mlx_edge.augment.neighbours import write_teacher_edits
 from mlx_edge.augment.report import AugmentResult, format_details
 from mlx_edge.bundle.table import BundleRow, bundle_row
 from mlx_edge.check import check_bundle
@@ -65,6 +66,7 @@ class PipelineConfig:
     text_column: str | None = None
     label_column: str | None = None
     unlabeled: tuple[Path, ...] = ()  # a transfer set: text with no label (transfer.py)
+    teacher_edits: int = 0  # new sentences per training row for the transfer set (augment/neighbours.py)
     unlabeled_column: str | None = None
     device: str = PIPELINE.device
     seed: int = PIPELINE.seed
@@ -128,6 +130,9 @@ class PipelineConfig:
         unlabeled = [unlabeled] if isinstance(unlabeled, str) else unlabeled
         if not isinstance(unlabeled, list) or not all(isinstance(u, str) and u for u in unlabeled):
             raise ConfigError(f'{path}: [data] unlabeled must be a file or a list of files, e.g. ["notes.txt"]')
+        edits = data.get("teacher_edits", 0)
+        if isinstance(edits, bool) or not isinstance(edits, int) or not 0 <= edits <= 1000:
+            raise ConfigError(f"{path}: [data] teacher_edits must be a whole number from 0 to 1000, not {edits!r}")
         return cls(
             out=rel(pipeline.out),
             train=rel(data["train"]),
@@ -137,6 +142,7 @@ class PipelineConfig:
             label_column=data.get("label_column"),
             unlabeled=tuple(base / u for u in unlabeled),
             unlabeled_column=data.get("unlabeled_column"),
+            teacher_edits=edits,
             device=pipeline.device,
             seed=pipeline.seed,
             bundles=pipeline.bundles,
@@ -153,9 +159,11 @@ def _check_unlabeled(config: PipelineConfig) -> tuple[str, ...]:
     """[data] unlabeled files that cannot serve (missing, empty, binary, nothing but dev/test texts or
     labeled rows) are refused before the teacher's minutes are spent; distill warns about what it drops.
     Returns the test file's texts, which every distillation drops from the transfer set (the dev texts
-    it drops itself); () without unlabeled files."""
+    it drops itself); () without a transfer set."""
     if not config.unlabeled:
-        return ()
+        if not config.teacher_edits or config.test is None:
+            return ()
+        return tuple(read_labeled(config.test, text_column=config.text_column, label_column=config.label_column).texts)
     columns = {"text_column": config.text_column, "label_column": config.label_column}
     dev, test = (
         () if path is None else tuple(read_labeled(path, **columns).texts) for path in (config.dev, config.test)
@@ -274,6 +282,33 @@ def run_pipeline(
             "augment", train, data_fp, lambda: log(format_details(_augment(config, teacher_dir, augment_dir, progress)))
         )
 
+    # 1c. teacher edits (when configured): new sentences from the training rows, a transfer set that
+    # label and distill read as an unlabeled file
+    unlabeled = tuple(config.unlabeled)
+    if config.teacher_edits:
+        edits = out / "edits.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read
+        data_fp = fingerprint(data_fp, "edits", config.teacher_edits, teacher_fp, config.seed)
+        ds_edits = stage_settings(config, "distill")
+
+        def write_edits():
+            made, rows = write_teacher_edits(
+                teacher=teacher_dir,
+                train=train,
+                dev=config.dev,
+                out=edits,
+                per_text=config.teacher_edits,
+                dev_fraction=ds_edits.dev_fraction,
+                seed=ds_edits.seed,
+                text_column=text_column,
+                label_column=label_column,
+                column=config.unlabeled_column or "text",
+                force=True,
+            )
+            log(f"[edits] {made} sentences from {rows} training rows")
+
+        stage("edits", edits, data_fp, write_edits)
+        unlabeled += (edits,)
+
     # 2. label: the teacher layers the distill losses need (of [distill]'s student and the int4 student's)
     ds = stage_settings(config, "distill")
     ladder.check_ladder(config.bundles, ds, _teacher_config(teacher_dir))
@@ -294,7 +329,7 @@ def run_pipeline(
                 attention_layers=attention_layers,
                 text_column=text_column,
                 label_column=label_column,
-                unlabeled=list(config.unlabeled) or None,
+                unlabeled=list(unlabeled) or None,
                 unlabeled_column=config.unlabeled_column,
                 progress=progress,
                 force=force,
@@ -320,7 +355,7 @@ def run_pipeline(
         export=stage_settings(config, "export"),
         text_column=text_column,
         label_column=label_column,
-        unlabeled=config.unlabeled,
+        unlabeled=unlabeled,
         unlabeled_column=config.unlabeled_column,
         held_out=held_out,
         progress=progress,

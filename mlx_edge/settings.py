@@ -390,6 +390,7 @@ class BenchSettings(StageSettings):
 AUTO_LENGTHS = (64, 128, 256, 512)
 # Extra pieces a new student keeps beyond the data's own (docs/distill.md "Vocabulary pruning").
 NEW_STUDENT_VOCAB_EXTRA = 4000
+TEACHER_EDITS = 20  # `teacher edits --per-text`: new sentences per training row (TinyBERT made 20)
 # The bundles `mlx-edge run` / `demo` / serve can make, in the order of the ladder (mlx_edge/ladder.py).
 BUNDLE_KINDS = ("fp16", "int8", "int4", "static")
 
@@ -424,7 +425,10 @@ class PipelineSettings(StageSettings):
 # no class) and the keys only a pipeline has (pipeline.py reads configs by it; config_file.py writes them).
 CONFIG_SECTIONS: dict[str, tuple[type | None, tuple[str, ...]]] = {
     "pipeline": (PipelineSettings, ()),
-    "data": (None, ("train", "dev", "test", "text_column", "label_column", "unlabeled", "unlabeled_column")),
+    "data": (
+        None,
+        ("train", "dev", "test", "text_column", "label_column", "unlabeled", "unlabeled_column", "teacher_edits"),
+    ),
     "teacher": (TeacherTrainSettings, ("model", "dir")),
     "augment": (AugmentSettings, ("per_class", "llm", "adapter")),
     "label": (LabelSettings, ()),

@@ -17,7 +17,7 @@ from mlx_edge.cli.options import (
     with_columns,
     with_unlabeled,
 )
-from mlx_edge.settings import LABEL, TEACHER
+from mlx_edge.settings import DISTILL, LABEL, TEACHER, TEACHER_EDITS
 
 
 @click.group()
@@ -317,3 +317,69 @@ def teacher_label(
             f"targets written to {result.out_dir}: {result.examples} examples in {result.shards} shards"
             f"{resumed} ({result.samples_per_second:.1f} examples/s, {result.backend}{ranks})"
         )
+
+
+@teacher.command("edits")
+@click.option(
+    "--teacher",
+    "teacher_dir",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="A trained teacher directory (from `teacher train`): its word embeddings choose the swaps.",
+)
+@click.option(
+    "--train", "train_path", type=click.Path(path_type=Path), required=True, help="The labeled training file."
+)
+@click.option("--dev", "dev_path", type=click.Path(path_type=Path), help="Dev file (its rows are never edited).")
+@click.option(
+    "--out", type=click.Path(path_type=Path), required=True, help="Text file to write, one sentence per line."
+)
+@click.option(
+    "--per-text",
+    type=click.IntRange(1, 1000),
+    default=TEACHER_EDITS,
+    show_default=True,
+    help="New sentences per training row (fewer for a short text with few words to swap).",
+)
+@click.option(
+    "--dev-fraction",
+    type=click.FloatRange(0.01, 0.5),
+    default=DISTILL.dev_fraction,
+    show_default=True,
+    help="Without --dev: the share distill cuts from --train as dev (the teacher's own choice first).",
+)
+@click.option("--seed", type=int, default=DISTILL.seed, show_default=True, help="Seed of the swaps and of the split.")
+@with_columns
+@click.option("--force", is_flag=True, help="Replace --out if it exists.")
+def teacher_edits(
+    teacher_dir, train_path, dev_path, out, per_text, dev_fraction, seed, text_column, label_column, force
+):
+    """New sentences from the training rows, words swapped for the teacher's nearest ones.
+
+    TinyBERT-style augmentation: each word that is one piece of the teacher's vocabulary (each
+    piece in Chinese) is replaced with probability 0.4 by one of its 10 nearest pieces in the
+    teacher's word-embedding table, among the words of the same script in your rows. The sentences
+    carry no label: pass the file as --unlabeled to `teacher label` and `distill`, and the student
+    learns the teacher's answers on them. Dev rows (distill's own choice) are never edited.
+
+    \b
+    Example:
+      mlx-edge teacher edits --teacher teacher --train train.csv --out edits.txt
+      mlx-edge teacher label --teacher teacher --data train.csv --unlabeled edits.txt --out targets
+      mlx-edge distill --teacher teacher --train train.csv --targets targets --unlabeled edits.txt --out student
+    """
+    from mlx_edge.augment.neighbours import write_teacher_edits  # lazy: --help stays instant
+
+    made, rows = write_teacher_edits(
+        teacher=teacher_dir,
+        train=train_path,
+        dev=dev_path,
+        out=out,
+        per_text=per_text,
+        dev_fraction=dev_fraction,
+        seed=seed,
+        text_column=text_column,
+        label_column=label_column,
+        force=force,
+    )
+    click.echo(f"{made} sentences from {rows} training rows written to {out}")

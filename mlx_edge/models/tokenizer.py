@@ -68,6 +68,18 @@ class TextTokenizer:
     def special_ids(self) -> set[int]:
         return {self.cls_id, self.sep_id, self.pad_id}
 
+    def pieces(self) -> list[str]:
+        """Every token id's piece, in id order ("" for an id the vocabulary skips)."""
+        out = [""] * self.vocab_size
+        for piece, token_id in self._tk.get_vocab(with_added_tokens=True).items():
+            if token_id < len(out):
+                out[token_id] = piece
+        return out
+
+    def decode(self, ids: list[int]) -> str:
+        """The text of `ids`, special tokens left out (the tokenizer's own decoder: spaces, ## joins)."""
+        return self._tk.decode(list(ids), skip_special_tokens=True)
+
     def encode_batch(self, texts: list[str], *, max_length: int) -> list[list[int]]:
         """Ids with [CLS]/[SEP], truncated to `max_length`, unpadded."""
         if max_length < 2:

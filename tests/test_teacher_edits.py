@@ -1,0 +1,110 @@
+"""Teacher-guided augmentation (augment/neighbours.py, `mlx-edge teacher edits`, `[data] teacher_edits`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from safetensors.numpy import load_file, save_file
+
+from mlx_edge.augment.neighbours import teacher_edits
+from mlx_edge.cli import main
+from mlx_edge.models.tokenizer import load_tokenizer
+from tests.helpers.cli import assert_one_line_error
+from tests.helpers.tiny import build_tiny_bert, build_tiny_unigram_bert
+
+# each word's nearest whole word is its partner (the table below puts them 0.1 apart, all else orthogonal)
+PARTNERS = [("pay", "bill"), ("the", "a"), ("book", "appointment"), ("dentist", "park"), ("credit", "card")]
+HAN_PARTNERS = [("复", "习"), ("线", "性"), ("代", "数")]
+TEXTS = ["pay the bill", "book a dentist", "credit card park appointment", "pay 5 times", "复习线性代数"]
+
+
+@pytest.fixture(scope="module")
+def paired_teacher(tmp_path_factory) -> Path:
+    """The tiny WordPiece teacher with a word table where PARTNERS are each other's nearest neighbours."""
+    directory = build_tiny_bert(tmp_path_factory.mktemp("paired"))
+    tokenizer = load_tokenizer(directory)
+    weights = load_file(directory / "model.safetensors")
+    name = next(n for n in weights if n.endswith("word_embeddings.weight"))
+    table = weights[name].copy()
+    for axis, (a, b) in enumerate(PARTNERS + HAN_PARTNERS):
+        for piece, lean in ((a, 0.0), (b, 0.1)):
+            row = np.zeros(table.shape[1], np.float32)
+            row[2 * axis], row[2 * axis + 1] = 1.0, lean
+            table[tokenizer.token_id(piece)] = row
+    save_file({**weights, name: table}, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    return directory
+
+
+def test_every_whole_word_swaps_for_its_nearest_of_the_same_script(paired_teacher):
+    out = teacher_edits(paired_teacher, TEXTS, 3, rate=1.0, k=1)
+    # k=1 and rate 1: one variant per text. Digits stay, and so does "times" (t ##i ##me ##s: not one piece)
+    assert out == ["bill a pay", "appointment the park", "card credit dentist book", "bill 5 times", "习复性线数代"]
+
+
+def test_at_most_per_text_sentences_each_new(paired_teacher):
+    out = teacher_edits(paired_teacher, TEXTS, 4, rate=0.5, k=3, seed=1)
+    sources = {" ".join(t.split()) for t in TEXTS}
+    assert len(out) == len(set(out)) and not sources & set(out)
+    assert 0 < len(out) <= 4 * len(TEXTS)
+    assert out == teacher_edits(paired_teacher, TEXTS, 4, rate=0.5, k=3, seed=1)  # seeded
+    assert out != teacher_edits(paired_teacher, TEXTS, 4, rate=0.5, k=3, seed=2)
+    assert teacher_edits(paired_teacher, TEXTS, 0) == []
+
+
+def test_unigram_pieces_inside_a_word_are_never_swapped(tmp_path):
+    # the tiny Unigram vocabulary has word-initial pieces (▁de, ▁pa, ▁th) but almost no whole words:
+    # swapping ▁de for ▁pa would turn "dentist" into "pantist"; Chinese pieces are words and do swap
+    teacher = build_tiny_unigram_bert(tmp_path / "ug")
+    texts = ["Book a dentist appointment", "Pay the credit card bill", "复习线性代数", "学习线性代数"]
+    out = teacher_edits(teacher, texts, 10, seed=0)
+    assert out
+    latin = {w for t in texts[:2] for w in t.split()}
+    han = set("".join(texts[2:]))
+    for sentence in out:
+        words = sentence.split()
+        if all(ch in han for ch in sentence):
+            continue
+        assert all(w in latin for w in words), sentence
+
+
+def test_cli_writes_the_training_rows_edits_and_refuses_to_overwrite(trained_teacher, toy_data, tmp_path):
+    train, dev = toy_data
+    out = tmp_path / "edits.jsonl"
+    args = ["teacher", "edits", "--teacher", str(trained_teacher), "--train", str(train), "--dev", str(dev)]
+    result = CliRunner().invoke(main, [*args, "--per-text", "3", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows and all(set(r) == {"text"} and r["text"].strip() for r in rows)
+    assert f"{len(rows)} sentences from 240 training rows" in result.output
+    again = CliRunner().invoke(main, [*args, "--out", str(out)])
+    assert_one_line_error(again, f"{out} exists", "--force")
+    result = CliRunner().invoke(main, [*args, "--out", str(train), "--force"])
+    assert result.exit_code != 0 and train.read_text().startswith("{")  # an input is never overwritten
+
+
+def test_pipeline_adds_the_edits_to_the_transfer_set(base_dir, toy_data, tmp_path):
+    from mlx_edge.manifest import read_manifest
+    from mlx_edge.transfer import normalized
+    from tests.helpers.pipeline import write_config
+
+    config = write_config(tmp_path, base_dir, toy_data, data={"teacher_edits": 2})
+    result = CliRunner().invoke(main, ["run", str(config), "--quiet"])
+    assert result.exit_code == 0, result.output
+    work = tmp_path / "work"
+    edits = [json.loads(line)["text"] for line in (work / "edits.jsonl").read_text().splitlines()]
+    known = {normalized(json.loads(line)["text"]) for path in toy_data for line in path.read_text().splitlines()}
+    fresh = len({normalized(t) for t in edits} - known)  # minus edits equal to a training, dev or test text
+    assert 0 < fresh <= 2 * 240
+    assert read_manifest(work / "student")["report"]["transfer_rows"] == fresh
+    stages = [s["name"] for s in json.loads((work / "report.json").read_text())["stages"]]
+    assert stages.index("teacher") < stages.index("edits") < stages.index("label")
+    again = CliRunner().invoke(main, ["run", str(config), "--quiet"])  # up to date: nothing reruns
+    assert again.exit_code == 0 and not [
+        s
+        for s in json.loads((work / "report.json").read_text())["stages"]
+        if s["status"] == "ran" and s["name"] in ("edits", "label", "distill")
+    ]
