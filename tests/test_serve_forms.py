@@ -29,7 +29,7 @@ TEMPLATE = Path(__file__).resolve().parents[1] / "mlx_edge/serve/templates/new_j
 # Distill fields that name no config setting: the demo's own (`mlx-edge demo --teacher/--limit`), which data.
 NOT_SETTINGS = {"data", "limit", "teacher"}
 # The template's fields that are no job param: the form's plumbing, the uploads, augment's on/off box.
-FORM_ONLY = {"csrf_token", "kind", "title", "train_file", "dev_file", "test_file", "augment"}
+FORM_ONLY = {"csrf_token", "kind", "title", "train_file", "dev_file", "test_file", "unlabeled_file", "augment"}
 
 
 def test_form_defaults_are_the_demo_recipe_and_adapts(tmp_path):
@@ -73,6 +73,7 @@ def test_each_distill_field_is_named_for_the_config_key_it_sets(tmp_path):
         "distill_learning_rate": "0.0003",
         "augment_per_class": "7",
         "augment_llm": "llm",
+        "teacher_edits": "5",
         "device": "cpu",
         "bundles": ["static", "int8"],
     }
@@ -156,6 +157,8 @@ def test_the_worker_lists_the_ladders_stages_in_the_order_the_pipeline_runs_them
         "static export",
         "check",
     ]
+    edits = distill_params({**DISTILL_DEFAULTS, "bundles": ["static"], "teacher_edits": "3"}, {})
+    assert stage_names(pipeline_config(edits, tmp_path, {}))[:3] == ["teacher", "edits", "label"]
     assert epoch_files(config)["int4 qat"] == (".student-int4.work/metrics.jsonl", "student-int4/metrics.jsonl")
     assert "int4 export" not in epoch_files(config)
 
@@ -255,6 +258,18 @@ def test_upload_jobs_read_the_uploads_and_augment_needs_a_dev_file(tmp_path):
     assert pipeline_config(params, tmp_path, uploads).augment == {}  # off unless asked for
     with pytest.raises(FormErrors, match="augment needs a dev file"):
         distill_params({**DISTILL_DEFAULTS, "data": "upload", "augment": "on"}, {"train_file": "t.csv"})
+
+
+def test_an_unlabeled_upload_is_the_transfer_set_with_either_data(tmp_path):
+    uploads = {"unlabeled": str(tmp_path / "notes.txt")}
+    for data in ("todo", "upload"):
+        files = {"unlabeled_file": "notes.txt", **({"train_file": "t.csv"} if data == "upload" else {})}
+        params = distill_params({**DISTILL_DEFAULTS, "data": data}, files)
+        config = pipeline_config(params, tmp_path, {**uploads, "train": str(tmp_path / "t.csv")})
+        assert config.unlabeled == (Path(uploads["unlabeled"]),)
+    assert pipeline_config(distill_params(DISTILL_DEFAULTS, {}), tmp_path, {}).unlabeled == ()
+    with pytest.raises(FormErrors, match="out of range"):
+        distill_params({**DISTILL_DEFAULTS, "teacher_edits": "101"}, {})
 
 
 def test_worker_errors_name_uploads_as_the_user_did():

@@ -10,6 +10,7 @@ import re
 import stat
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -418,3 +419,28 @@ def test_the_admin_password_variable_is_read_once(monkeypatch):
     monkeypatch.setenv(PASSWORD_ENV, "from the environment")
     assert _password(None, who="admin", env=PASSWORD_ENV) == "from the environment"
     assert PASSWORD_ENV not in os.environ
+
+
+def test_an_unlabeled_upload_is_read_as_text_and_kept_with_the_shipped_data(app, tmp_path):
+    client, token = logged_in(app)
+    form = {"csrf_token": token, "kind": "distill", "data": "todo", "teacher": "multilingual-e5-small"}
+    notes = "Call the bank, then pay rent\n复习线性代数\nBook a table for two, Friday\n".encode()
+
+    def post(content: bytes):
+        files = {"unlabeled_file": ("notes.csv", content)}
+        return client.post("/jobs", data=form, files=files, follow_redirects=False)
+
+    ok = post(notes)  # commas and a .csv name, but no text header: one text per line
+    assert ok.status_code == 303, ok.text
+    (job,) = app.state.db.jobs()
+    stored = Path(job["params"]["uploads"]["unlabeled"])
+    assert stored.suffix == ".txt" and stored.read_bytes() == notes
+    assert job["params"]["files"] == {"unlabeled": "notes.csv"}
+    from mlx_edge.transfer import read_unlabeled
+
+    assert read_unlabeled(stored) == ["Call the bank, then pay rent", "复习线性代数", "Book a table for two, Friday"]
+    empty = post(b"\n  \n")
+    assert empty.status_code == 400 and "one text per line" in empty.text
+    column = post(b'{"body": "pay rent"}\n')  # JSON lines with no text field: the CLI's message
+    assert column.status_code == 400 and "has no text field" in column.text
+    assert len(app.state.db.jobs()) == 1 and len(list((tmp_path / "w" / "uploads").iterdir())) == 1

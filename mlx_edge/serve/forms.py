@@ -34,6 +34,7 @@ DISTILL_DEFAULTS = {
     "distill_learning_rate": str(DISTILL.learning_rate),
     "augment_per_class": "20",
     "augment_llm": DEFAULT_LLM,
+    "teacher_edits": "0",
     "device": PIPELINE.device,
     "bundles": list(PIPELINE.bundles),
 }
@@ -149,6 +150,7 @@ def distill_params(
         "augment_llm": r.model("augment_llm", tuple(BUILTIN_LLMS), Path.is_dir, "an MLX LLM folder")
         if r.text("augment_llm")
         else DEFAULT_LLM,
+        "teacher_edits": r.number("teacher_edits", int, 0, 100),
         "device": _device(r),
         "bundles": r.choices("bundles", BUNDLE_KINDS),
     }
@@ -189,7 +191,7 @@ def title_of(kind: str, params: dict, files: Mapping[str, str], given: str = "")
 def current_params(params: dict) -> dict:
     """A distillation job's params under today's names (a job queued before the renames can be resumed)."""
     renamed = {LEGACY_PARAMS.get(k, k): v for k, v in params.items()}
-    return {"bundles": ["fp16"], "teacher_max_length": None, **renamed}
+    return {"bundles": ["fp16"], "teacher_max_length": None, "teacher_edits": 0, **renamed}
 
 
 def _device(r: _Reader) -> str | None:

@@ -44,8 +44,15 @@ from mlx_edge.serve.jobs import LOG_NAME, RESUMABLE, job_dir, read_result
 from mlx_edge.serve.uploads import check_quota, check_upload, discard, keep
 from mlx_edge.settings import BUNDLE_KINDS
 
-FILE_FIELDS = {"distill": ("train_file", "dev_file", "test_file"), "adapt": ("data_file",)}
-UPLOAD_KEYS = {"train_file": "train", "dev_file": "dev", "test_file": "test", "data_file": "data"}
+FILE_FIELDS = {"distill": ("train_file", "dev_file", "test_file", "unlabeled_file"), "adapt": ("data_file",)}
+UPLOAD_KEYS = {
+    "train_file": "train",
+    "dev_file": "dev",
+    "test_file": "test",
+    "unlabeled_file": "unlabeled",
+    "data_file": "data",
+}
+UNLABELED_FIELDS = {"unlabeled_file"}  # text with no label: read as `distill --unlabeled` reads it
 EVENT_INTERVAL_S = 0.5
 SERVER_ONLY_PARAMS = {"uploads"}  # where the worker reads the files: server paths the API never shows
 LOG_TAIL_BYTES = 200_000
@@ -185,14 +192,15 @@ async def create_job(request: Request) -> Response:
         try:
             make = distill_params if kind == "distill" else adapt_params
             params = make(values, names, models_dir=state.models_dir)
-            if kind == "distill" and params["data"] == "todo":
-                files, names = {}, {}  # the shipped data: files chosen before switching are not used
+            if kind == "distill" and params["data"] == "todo":  # the shipped data: labeled files chosen
+                files = {f: item for f, item in files.items() if f in UNLABELED_FIELDS}  # before switching unused
+                names = {f: names[f] for f in files}
             for field, item in files.items():  # every file read and checked before any is kept
                 content = await item.read()
                 checked.append(
                     await anyio.to_thread.run_sync(
-                        lambda c=content, n=names[field]: check_upload(
-                            state.workdir, name=n, content=c, limit_mb=state.max_upload_mb
+                        lambda c=content, n=names[field], u=field in UNLABELED_FIELDS: check_upload(
+                            state.workdir, name=n, content=c, limit_mb=state.max_upload_mb, unlabeled=u
                         )
                     )
                 )

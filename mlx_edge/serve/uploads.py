@@ -17,9 +17,10 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlx_edge.data import read_labeled
+from mlx_edge.data import TEXT_NAMES, read_labeled
 from mlx_edge.errors import DataError
 from mlx_edge.serve.db import Database
+from mlx_edge.transfer import read_unlabeled
 
 UPLOADS = "uploads"
 STAGING_PREFIX = ".staged-"
@@ -57,8 +58,20 @@ def sniff_format(content: bytes) -> str:
     return "tsv" if b"\t" in first else "csv"
 
 
-def check_upload(workdir: Path, *, name: str, content: bytes, limit_mb: float) -> Upload:
-    """Read one upload at a staging name; a file the CLI would refuse is refused with its message and removed."""
+def sniff_unlabeled(content: bytes) -> str:
+    """jsonl, a tsv or csv whose header names a text column, else txt (one text per line: a sentence
+    with commas in it is no CSV row)."""
+    fmt = sniff_format(content)
+    if fmt == "jsonl":
+        return fmt
+    first = next(line for line in content.splitlines() if line.strip()).decode("utf-8", "replace")
+    cells = [c.strip().strip('"').lower() for c in first.lstrip("\ufeff").split("\t" if fmt == "tsv" else ",")]
+    return fmt if any(c in TEXT_NAMES for c in cells) else "txt"
+
+
+def check_upload(workdir: Path, *, name: str, content: bytes, limit_mb: float, unlabeled: bool = False) -> Upload:
+    """Read one upload at a staging name; a file the CLI would refuse is refused with its message and removed.
+    `unlabeled`: text with no label, read as `distill --unlabeled` reads it (rows: its texts, no labels)."""
     shown = check_name(name)
     if len(content) > limit_mb * 1e6:
         raise DataError(
@@ -66,8 +79,10 @@ def check_upload(workdir: Path, *, name: str, content: bytes, limit_mb: float) -
             "upload a smaller file, or start the server with a larger --max-upload-mb",
         )
     if not content.strip():
-        raise DataError(f"{shown} is empty", "it needs one labeled example per line")
-    fmt = sniff_format(content)
+        raise DataError(
+            f"{shown} is empty", "it needs one text per line" if unlabeled else "it needs one labeled example per line"
+        )
+    fmt = sniff_unlabeled(content) if unlabeled else sniff_format(content)
     directory = Path(workdir) / UPLOADS
     directory.mkdir(parents=True, exist_ok=True)
     upload_id = uuid.uuid4().hex
@@ -77,16 +92,18 @@ def check_upload(workdir: Path, *, name: str, content: bytes, limit_mb: float) -
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            data = read_labeled(staged)
+            texts = read_unlabeled(staged) if unlabeled else None
+            data = None if unlabeled else read_labeled(staged)
     except BaseException as exc:  # a refused file, or anything else: nothing stays staged
         staged.unlink(missing_ok=True)
         if isinstance(exc, DataError):
             raise DataError(exc.message.replace(str(staged), shown), exc.hint) from None
         raise
     notes = [str(w.message).replace(str(staged), shown) for w in caught if issubclass(w.category, Warning)]
-    labels = dict(sorted(data.counts().items()))
+    labels = {} if data is None else dict(sorted(data.counts().items()))
     path = directory / f"{upload_id}.{fmt}"
-    return Upload(upload_id, shown, staged, path, fmt, len(data), labels, len(content), notes)
+    rows = len(texts) if data is None else len(data)
+    return Upload(upload_id, shown, staged, path, fmt, rows, labels, len(content), notes)
 
 
 def check_quota(db: Database, user_id: int, uploads: list[Upload], quota_mb: float) -> None:

@@ -55,6 +55,9 @@ def pipeline_config(params: dict, directory: Path, uploads: dict[str, str]) -> P
         config.train = Path(uploads["train"])
         config.dev = Path(uploads["dev"]) if uploads.get("dev") else None
         config.test = Path(uploads["test"]) if uploads.get("test") else None
+    if uploads.get("unlabeled"):  # a transfer set, with the shipped data too
+        config.unlabeled = (Path(uploads["unlabeled"]),)
+    config.teacher_edits = params["teacher_edits"]
     if params["teacher_max_length"] is not None:  # else auto, the default
         config.teacher["max_length"] = params["teacher_max_length"]
     config.teacher["learning_rate"] = params["teacher_learning_rate"]
@@ -66,7 +69,8 @@ def stage_names(config: PipelineConfig) -> list[str]:
     """The pipeline's stages for this config, in the order it runs them (mlx_edge/pipeline.py run_pipeline)."""
     distill = ["distill"] if {"fp16", "int8"} & set(config.bundles) else []  # the student fp16 and int8 start from
     steps = [step.name for kind in config.bundles for step in ladder.rung(kind).steps]
-    return ["teacher", *(["augment"] if config.augment else []), "label", *distill, *steps, "check"]
+    optional = [name for name, on in (("augment", config.augment), ("edits", config.teacher_edits)) if on]
+    return ["teacher", *optional, "label", *distill, *steps, "check"]
 
 
 def epoch_files(config: PipelineConfig) -> dict[str, tuple[str, ...]]:
