@@ -4,6 +4,7 @@ skipped and faked devices, and a deliberately wrong backend that must be flagged
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -420,3 +421,19 @@ def test_training_rows_time_the_models_dropout_and_check_without_it(tiny_bert_di
         np.testing.assert_array_equal(first["loss"], second["loss"])
         task.step()  # updates the weights: the next check sees them
         assert not np.array_equal(task.check()["loss"], first["loss"])
+
+
+def test_the_pipeline_row_times_the_demos_stages(tiny_bert_dir, tmp_path):
+    out = tmp_path / "bench.json"
+    command = ["bench", "--backends", "mlx", "--workloads", "pipeline", "--pipeline-limit", "40"]
+    command += ["--pipeline-bundles", "fp16", "--teacher", str(tiny_bert_dir), "--json", str(out), "--quiet"]
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 0, result.output
+    pipeline = json.loads(out.read_text())["pipeline"]
+    names = [s["name"] for s in pipeline["stages"]]
+    assert names == ["teacher", "label", "distill", "export", "check", "report"]
+    assert all(s["minutes"] > 0 and s["status"] == "ran" for s in pipeline["stages"])
+    assert sum(s["minutes"] for s in pipeline["stages"]) <= pipeline["total_minutes"]
+    assert pipeline["limit"] == 40 and pipeline["bundles"] == ["fp16"] and pipeline["check_ok"] is not None
+    assert "pipeline: the demo's stages on the shipped to-do data (40 rows per split)" in result.output
+    assert re.search(r"\n  distill +\d+\.\d min  ran\n", result.output)

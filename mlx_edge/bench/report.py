@@ -41,22 +41,28 @@ def _row(workload: str, e: dict) -> str:
 
 def format_table(report: dict) -> str:
     m, model = report["machine"], report["model"]
-    s, t = model["student"], model["teacher"]
-    lines = [
-        f"model {model['description']}: student {s['layers']}x{s['hidden']} ({s['params'] / 1e6:.1f}M params), "
-        f"teacher {t['layers']}x{t['hidden']} ({t['params'] / 1e6:.1f}M)",
+    lines = []
+    if model is not None:  # None: the pipeline workload alone
+        s, t = model["student"], model["teacher"]
+        lines.append(
+            f"model {model['description']}: student {s['layers']}x{s['hidden']} ({s['params'] / 1e6:.1f}M params), "
+            f"teacher {t['layers']}x{t['hidden']} ({t['params'] / 1e6:.1f}M)"
+        )
+    lines.append(
         f"machine: {m['processor']}, {m['cpus']} CPUs, {m['platform']}; load average "
-        f"{_load(m.get('load_average'))} -> {_load(m.get('load_average_after'))}",
-    ]
+        f"{_load(m.get('load_average'))} -> {_load(m.get('load_average_after'))}"
+    )
     versions = []
     for name, info in report["backends"].items():
         extra = ", ".join(x for x in (info.get("blas"), info.get("threads") and f"{info['threads']} threads") if x)
         versions.append(f"{name} {info['version']}" + (f" ({extra})" if extra else ""))
-    lines.append("backends: " + "; ".join(versions))
+    if versions:
+        lines.append("backends: " + "; ".join(versions))
     peaks = [f"{name} {p['flops_per_s'] / 1e9:.1f}" for name, p in report["peak_matmul"].items() if p]
     if peaks:
         lines.append("peak fp32 matmul, GFLOP/s (% peak is against this): " + "; ".join(peaks))
-    lines += ["", HEADER]
+    if report["workloads"]:
+        lines += ["", HEADER]
     for row in report["workloads"]:
         order = sorted(row["results"], key=_order)
         for i, entry in enumerate(order):
@@ -68,6 +74,8 @@ def format_table(report: dict) -> str:
     if choices:
         lines += ["", "which backend (the fastest that agrees, per workload; what runs it in mlx-edge):"]
         lines += [f"  {name:<22} {fastest:<16} {command}" for name, fastest, command in choices]
+    if report.get("pipeline"):
+        lines += ["", *_pipeline_lines(report["pipeline"])]
     paths = [(row["name"], e) for row in report["workloads"] for e in row["results"] if e.get("path")]
     if paths:
         lines += ["", "paths (the code the product runs, and its settings):"]
@@ -121,6 +129,15 @@ def runs_it(kind: str, backend: str | None) -> str:
         return "-"
     family = backend.split("-")[0]
     return _COMMANDS.get((kind, family), f"no mlx-edge command runs this on {family}")
+
+
+def _pipeline_lines(p: dict) -> list[str]:
+    rows = "all rows" if not p["limit"] else f"{p['limit']} rows per split"
+    verdict = {True: "check PASSED", False: "check FAILED", None: "no check"}[p["check_ok"]]
+    lines = [f"pipeline: the demo's stages on {p['data']} ({rows}), teacher {p['teacher']}, {', '.join(p['bundles'])}"]
+    lines += [f"  {s['name']:<20} {s['minutes']:>6.1f} min  {s['status']}" for s in p["stages"]]
+    lines.append(f"  {'total':<20} {p['total_minutes']:>6.1f} min  {verdict}")
+    return lines
 
 
 def _order(entry: dict):

@@ -38,6 +38,8 @@ def bench(
     teacher: Path | None = None,
     seed: int = BENCH.seed,
     work_dir: Path | None = None,
+    pipeline_limit: int | None = None,
+    pipeline_bundles: tuple[str, ...] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict:
     """Run every workload on every backend present; returns the JSON-ready report.
@@ -48,7 +50,7 @@ def bench(
     unsupported | failed), median_s, min_s, max_s, spread, times_s, samples_per_s, latency_ms,
     flops_per_s, roofline_pct, ratio (ok only), memory {rss_delta_bytes, device_peak_bytes,
     device_peak_kind}, agreement {agrees, reference, max_abs_diff}, reason}]}], disagreements,
-    settings, wall_s.
+    settings, wall_s; and with the `pipeline` workload, pipeline (pipeline_minutes).
     """
     log = log or (lambda _msg: None)
     started = time.perf_counter()
@@ -62,10 +64,11 @@ def bench(
     with tempfile.TemporaryDirectory(prefix="mlx-edge-bench-") as tmp:
         work = Path(work_dir or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        log(f"preparing models ({model}) in {work}")
-        models = prepare_models(model, work, teacher=teacher, seed=seed)
-        runners, skipped = {}, []
-        for spec in specs:
+        models, runners, skipped = None, {}, []
+        if planned:  # the pipeline alone needs neither the random models nor the backends
+            log(f"preparing models ({model}) in {work}")
+            models = prepare_models(model, work, teacher=teacher, seed=seed)
+        for spec in specs if planned else ():
             reason = unavailable_reason(spec)
             if reason is None:
                 try:
@@ -88,6 +91,13 @@ def bench(
                     checks[name] = check
             rows.append(_finish(workload, flops, entries, measure.compare(checks) if checks else {}, peaks))
         info = {name: runner.info() for name, runner in runners.items()}
+        pipeline = (
+            pipeline_minutes(
+                work / "pipeline", limit=pipeline_limit, teacher=teacher, bundles=pipeline_bundles, log=log
+            )
+            if "pipeline" in workloads
+            else None
+        )
     machine["load_average_after"] = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
     return {
         "schema_version": SCHEMA_VERSION,
@@ -96,7 +106,9 @@ def bench(
             "description": models.description,
             "student": _shape(models, "student"),
             "teacher": _shape(models, "teacher"),
-        },
+        }
+        if models is not None
+        else None,
         "machine": machine,
         "backends": info,
         "skipped": skipped,
@@ -123,7 +135,40 @@ def bench(
             "rtol": measure.RTOL,
             "atol": measure.ATOL,
         },
+        **({"pipeline": pipeline} if pipeline is not None else {}),
         "wall_s": time.perf_counter() - started,
+    }
+
+
+def pipeline_minutes(
+    out: Path,
+    *,
+    limit: int | None = None,
+    teacher: Path | None = None,
+    bundles: tuple[str, ...] | None = None,
+    log: Callable[[str], None] = lambda _msg: None,
+) -> dict:
+    """The demo's pipeline (`mlx-edge demo`: the shipped to-do data, every stage at its defaults) run
+    once into `out`, and the minutes of each stage: {data, limit, teacher, bundles, stages: [{name,
+    status, minutes}], total_minutes, check_ok}. `limit`: rows per split (None: all, the demo);
+    `teacher`: the model to fine-tune (None: the demo's)."""
+    from mlx_edge.demo import demo_config  # lazy: the pipeline's stack loads only for this row
+    from mlx_edge.pipeline import run_pipeline
+    from mlx_edge.settings import DEMO_TEACHER, PIPELINE
+
+    config = demo_config(
+        out=out, teacher=teacher or DEMO_TEACHER, limit=limit, bundles=tuple(bundles or PIPELINE.bundles)
+    )
+    log(f"pipeline: the demo's stages into {out}")
+    report = run_pipeline(config, progress=False, log=log)
+    return {
+        "data": "the shipped to-do data",
+        "limit": limit,
+        "teacher": str(teacher or DEMO_TEACHER),
+        "bundles": list(config.bundles),
+        "stages": [{"name": s["name"], "status": s["status"], "minutes": s["seconds"] / 60} for s in report["stages"]],
+        "total_minutes": report["seconds"] / 60,
+        "check_ok": None if report["check"] is None else bool(report["check"]["ok"]),
     }
 
 

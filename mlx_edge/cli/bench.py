@@ -10,7 +10,7 @@ import click
 
 from mlx_edge.cli.options import FiniteFloatRange, echo_err, renamed
 from mlx_edge.errors import BENCH_DISAGREEMENT
-from mlx_edge.settings import BENCH
+from mlx_edge.settings import BENCH, BUNDLE_KINDS
 
 # Repeated from mlx_edge.bench so that `--help` imports nothing but click.
 BACKEND_NAMES = (
@@ -30,7 +30,7 @@ BACKEND_NAMES = (
     "coreml",
 )
 # bench/workloads.py's KINDS, then ALIASES (written out: --help imports no MLX; tests/test_bench.py compares)
-WORKLOAD_KINDS = ("infer", "train", "teacher-train", "distill", "distill-live", "label", "distill-cached")
+WORKLOAD_KINDS = ("infer", "train", "teacher-train", "distill", "distill-live", "label", "pipeline", "distill-cached")
 
 
 def _int_list(ctx, param, value):
@@ -67,7 +67,8 @@ def _names(allowed):
     "--teacher",
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=None,
-    help="Teacher DIR for the teacher-train/distill/label workloads; default: a random MiniLM-L6-shaped BERT (6x384).",
+    help="Teacher DIR for the teacher-train/distill/label workloads (default: a random MiniLM-L6-shaped BERT, "
+    "6x384), and the model the pipeline workload fine-tunes (default: the demo's).",
 )
 @click.option(
     "--backends",
@@ -81,7 +82,20 @@ def _names(allowed):
     default="infer,train,teacher-train,distill,label",
     show_default=True,
     help="Comma-separated workloads: " + ", ".join(WORKLOAD_KINDS[:-1]) + " (distill: from a targets cache, "
-    "as mlx-edge run distills; distill-live: the teacher's forward in each step; distill-cached: distill).",
+    "as mlx-edge run distills; distill-live: the teacher's forward in each step; distill-cached: distill; "
+    "pipeline: the demo's stages end to end, minutes per stage, 13-16 min).",
+)
+@click.option(
+    "--pipeline-limit",
+    type=click.IntRange(10),
+    default=None,
+    help="The pipeline workload: rows per split of the to-do data (default: all, as the demo).",
+)
+@click.option(
+    "--pipeline-bundles",
+    callback=_names(BUNDLE_KINDS),
+    default=None,
+    help="The pipeline workload: the bundles to make (default: the demo's, every kind).",
 )
 @click.option(
     "--seq-lens",
@@ -171,6 +185,8 @@ def bench(
     teacher,
     backends,
     workloads,
+    pipeline_limit,
+    pipeline_bundles,
     seq_lens,
     infer_batches,
     train_batch,
@@ -198,6 +214,7 @@ def bench(
       mlx-edge bench --model tiny
       mlx-edge bench --model small --backends mlx,torch --workloads infer,train --json bench.json
       mlx-edge bench --model ./student --plot bench.png
+      mlx-edge bench --workloads pipeline --json minutes.json   # the demo's minutes per stage
     """
 
     from mlx_edge.bench import bench as run_bench  # lazy: --help stays instant
@@ -219,6 +236,8 @@ def bench(
         threads=threads,
         matmul_n=matmul_n,
         seed=seed,
+        pipeline_limit=pipeline_limit,
+        pipeline_bundles=tuple(pipeline_bundles) if pipeline_bundles else None,
         log=None if quiet else (lambda msg: echo_err(msg)),
     )
     if plot_path is not None:
