@@ -81,10 +81,11 @@ def format_table(report: dict) -> str:
         lines += ["", "paths (the code the product runs, and its settings):"]
         lines += [f"  {e['backend']:<16} {name:<22} {e['path']}" for name, e in paths]
     lines.append("")
-    lines.append(
-        "vs best: step time over the fastest agreeing backend's. RSS+: the process's peak resident memory "
-        "during the workload minus before it; dev peak: MLX allocator / CUDA allocator peak (MPS: driver)."
-    )
+    if report["workloads"]:
+        lines.append(
+            "vs best: step time over the fastest agreeing backend's. RSS+: the process's peak resident memory "
+            "during the workload minus before it; dev peak: MLX allocator / CUDA allocator peak (MPS: driver)."
+        )
     for item in report["skipped"]:
         lines.append(f"skipped {item['backend']}: {item['reason']}")
     for d in report["disagreements"]:
