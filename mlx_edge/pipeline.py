@@ -51,6 +51,7 @@ STATE_NAME = "pipeline.json"
 
 # The sections a config may have (settings.CONFIG_SECTIONS). A stage's section holds its settings class's
 # fields (mlx_edge/settings.py), plus the few keys that only make sense in a pipeline.
+NO_TEACHER = '[teacher] needs model = "ID_OR_DIR" (to fine-tune) or dir = "DIR" (already trained)'
 SECTIONS = {name: set(extras) for name, (_, extras) in CONFIG_SECTIONS.items()}
 STAGE_SETTINGS = {name: cls for name, (cls, _) in CONFIG_SECTIONS.items() if cls is not None}
 
@@ -213,6 +214,8 @@ def run_pipeline(
     began = time.perf_counter()
     LoopConfig.from_settings(stage_settings(config, "distill"))  # loss weights refused before any stage runs
     _check_augment(config)
+    if not config.teacher.get("dir") and not config.teacher.get("model"):  # before the workspace is made
+        raise ConfigError(NO_TEACHER)
     held_out = _check_unlabeled(config)
     out = Path(config.out)
     known = Path(config.teacher["dir"]) if config.teacher.get("dir") else out / "teacher"
@@ -248,8 +251,6 @@ def run_pipeline(
         teacher_fp = fingerprint(teacher_dir / "model.safetensors")
         outcomes.append(StageOutcome("teacher", "given", 0.0, str(teacher_dir)))
     else:
-        if not t.get("model"):
-            raise ConfigError('[teacher] needs model = "ID_OR_DIR" (to fine-tune) or dir = "DIR" (already trained)')
         teacher_dir = out / "teacher"
         # the settings as read, not as written: a config that spells out a default re-runs nothing
         teacher_fp = fingerprint("teacher", t["model"], stage_settings(config, "teacher"), data_fp, config.seed)

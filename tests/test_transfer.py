@@ -261,6 +261,18 @@ def test_pipeline_unlabeled_files_that_cannot_serve_stop_before_any_stage(base_d
     assert not (tmp_path / "work" / "teacher").exists()
 
 
+def test_an_unlabeled_file_with_no_teacher_is_one_error_and_no_workspace(toy_data, unlabeled_file, tmp_path):
+    config = tmp_path / "run.toml"
+    path, _ = unlabeled_file
+    config.write_text(
+        f'[pipeline]\nout = "{tmp_path / "work"}"\n\n[data]\ntrain = "{toy_data[0]}"\nunlabeled = ["{path}"]\n'
+    )
+    assert_one_line_error(CliRunner().invoke(main, ["run", str(config), "--quiet"]), "[teacher] needs model")
+    assert not (tmp_path / "work").exists()
+    result = CliRunner().invoke(main, ["distill", "--train", str(toy_data[0]), "--unlabeled", str(path), "--out", "x"])
+    assert result.exit_code == 2 and "--teacher" in result.output and not (tmp_path / "x").exists()
+
+
 @pytest.mark.slow  # a whole micro pipeline run
 def test_pipeline_distills_on_the_unlabeled_rows(base_dir, toy_data, unlabeled_file, tmp_path):
     from tests.helpers.pipeline import write_config
