@@ -243,7 +243,7 @@ def _check_same_step(step: int, group, work: Path) -> None:
     """Every process resumes from the same step: a run killed between two processes' checkpoints cannot go on."""
     mine = np.zeros(group.size(), np.float32)
     mine[group.rank()] = step
-    steps = np.array(mx.distributed.all_sum(mx.array(mine), group=group)).astype(int).tolist()
+    steps = np.array(mx.distributed.all_sum(mx.array(mine), group=group, stream=mx.cpu)).astype(int).tolist()
     if len(set(steps)) > 1:
         raise DistillError(
             f"the processes' checkpoints are at different steps ({', '.join(map(str, steps))}; this one's in {work})",
@@ -255,7 +255,7 @@ def _rank0s(flag: bool, group) -> bool:
     """Rank 0's `flag` on every rank. The processes evaluate the same weights on the same rows, but a
     last-bit difference (another chip) must not make one rank keep another epoch or stop early alone."""
     mine = mx.array([1.0 if flag and group.rank() == 0 else 0.0])
-    return bool(mx.distributed.all_sum(mine, group=group).item() > 0.5)
+    return bool(mx.distributed.all_sum(mine, group=group, stream=mx.cpu).item() > 0.5)
 
 
 def _nan_guard(values: np.ndarray, loss: mx.array, step: int, work: Path) -> None:

@@ -258,7 +258,10 @@ class TrainStep:
             if group is None:
                 return total
             loss, terms, grads = total  # each rank's part, scaled by the world size (rank_rows)
-            summed = mx.distributed.all_sum(mx.concatenate([loss.reshape(1), terms]), group=group) / group.size()
+            # the small sums on the CPU stream, which every backend's distributed ops run on; the gradients
+            # on the backend's own communication stream (nn.average_gradients' default)
+            pair = mx.concatenate([loss.reshape(1), terms])
+            summed = mx.distributed.all_sum(pair, group=group, stream=mx.cpu) / group.size()
             return summed[0], summed[1:], nn.average_gradients(grads, group=group)
 
         @partial(mx.compile, inputs=state, outputs=state)
