@@ -110,6 +110,8 @@ CLI_ONLY = {
         "teacher",  # a model directory
         "backends",  # what to measure, not how: bench() takes them, BenchSettings has no field for them
         "workloads",
+        "pipeline_limit",  # the pipeline workload's data and bundles: the demo's, not bench settings
+        "pipeline_bundles",
         "json_path",  # where the report goes
         "plot_path",
         "quiet",
