@@ -102,9 +102,8 @@ def onnx_program(model_dir: Path, *, progress: bool = True) -> Path:
     path = cache_root() / "onnx" / key[:24] / "model.onnx"
     if path.is_file():
         return path
-    # lazy: torch and the exporter load only when a program must be written
-    from bridges.onnx_export import export_onnx
-    from bridges.torch_mirror import load_mirror, read_student_weights
+    from bridges.onnx_export import export_onnx  # lazy: torch and the exporter load only to write a program
+    from bridges.torch_mirror import load_mirror, read_student_weights  # lazy: torch, as above
 
     load_model(model_dir, require_head=True)  # what MLX would refuse (a bare encoder, bad weights), refused here
     if progress:

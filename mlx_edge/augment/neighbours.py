@@ -23,9 +23,13 @@ import re
 import unicodedata
 from pathlib import Path
 
+import mlx.core as mx
 import numpy as np
 
 from mlx_edge.errors import ModelError, OutputError
+from mlx_edge.fileio import atomic_write_text, refuse_overwriting_inputs
+from mlx_edge.models.checkpoint import load_config
+from mlx_edge.models.safetensors_io import read_weights
 from mlx_edge.models.tokenizer import TextTokenizer, load_tokenizer
 
 RATE = 0.4  # TinyBERT's replacement probability per word
@@ -80,16 +84,12 @@ def _text_seed(seed: int, text: str) -> int:
 
 def _word_table(teacher: Path) -> np.ndarray:
     """The teacher's word-embedding table as float32 NumPy (vocabulary x width)."""
-    from mlx_edge.models.safetensors_io import read_weights  # lazy: MLX loads only when augmenting
-
     weights = read_weights(teacher)
     name = next((n for n in weights if n.endswith("word_embeddings.weight")), None)
     if name is None:
         raise ModelError(
             f"{teacher} has no word-embedding table (*word_embeddings.weight)", "pass a BERT-family teacher"
         )
-    import mlx.core as mx  # lazy: as above
-
     return np.array(weights[name].astype(mx.float32))
 
 
@@ -191,8 +191,6 @@ def write_teacher_edits(
     and `teacher label --unlabeled`: one sentence per line, or to a .jsonl one object per line with the
     sentence under `column`. Returns (sentences, source rows)."""
     from mlx_edge.distill.api import student_rows  # lazy: the distill stack loads only for this command
-    from mlx_edge.fileio import atomic_write_text, refuse_overwriting_inputs
-    from mlx_edge.models.checkpoint import load_config
 
     teacher, out = Path(teacher), Path(out)
     refuse_overwriting_inputs(out, teacher, train, dev)

@@ -15,7 +15,7 @@ from mlx_edge.bench.mlx_runner import MlxRunner
 from mlx_edge.bench.ort_runner import CoreMLRunner, OrtRunner
 from mlx_edge.bench.torch_runner import TorchRunner
 from mlx_edge.bench.workloads import DEFAULT_KINDS, make_inputs, plan, prepare_models, workload_flops
-from mlx_edge.settings import BENCH
+from mlx_edge.settings import BENCH, DEMO_TEACHER, PIPELINE
 
 SCHEMA_VERSION = 1
 
@@ -153,8 +153,7 @@ def pipeline_minutes(
     status, minutes}], total_minutes, check_ok}. `limit`: rows per split (None: all, the demo);
     `teacher`: the model to fine-tune (None: the demo's)."""
     from mlx_edge.demo import demo_config  # lazy: the pipeline's stack loads only for this row
-    from mlx_edge.pipeline import run_pipeline
-    from mlx_edge.settings import DEMO_TEACHER, PIPELINE
+    from mlx_edge.pipeline import run_pipeline  # lazy: as above
 
     config = demo_config(
         out=out, teacher=teacher or DEMO_TEACHER, limit=limit, bundles=tuple(bundles or PIPELINE.bundles)

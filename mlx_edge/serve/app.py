@@ -39,7 +39,7 @@ from mlx_edge.serve.auth import (
 )
 from mlx_edge.serve.db import DB_NAME, Database
 from mlx_edge.serve.jobs import JobRunner
-from mlx_edge.serve.pages import render
+from mlx_edge.serve.pages import FILE_FIELDS, render
 from mlx_edge.serve.uploads import sweep
 
 HERE = Path(__file__).parent
@@ -91,8 +91,12 @@ class BodyLimit:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        if scope["path"] == "/jobs":  # three files at most, each checked again when it is saved
-            limit, over = 3 * self.max_upload_mb * 1e6 + 1e6, f"the upload is over {self.max_upload_mb:g} MB per file"
+        if scope["path"] == "/jobs":  # a job's files at most (FILE_FIELDS), each checked again when it is saved
+            files = max(len(fields) for fields in FILE_FIELDS.values())
+            limit, over = (
+                files * self.max_upload_mb * 1e6 + 1e6,
+                f"the upload is over {self.max_upload_mb:g} MB per file",
+            )
         else:
             limit, over = self.form_limit, f"the request is over {self.form_limit / 1e3:g} kB"
         length = dict(scope["headers"]).get(b"content-length", b"")

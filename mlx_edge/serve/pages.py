@@ -175,7 +175,7 @@ def _form(request: Request, kind: str, values: dict, errors: dict, status: int) 
 
 async def create_job(request: Request) -> Response:
     state = request.app.state  # app.BodyLimit has refused a body without a Content-Length or over the limit
-    async with request.form(max_files=3, max_fields=50) as form:
+    async with request.form(max_files=len(FILE_FIELDS["distill"]), max_fields=50) as form:
         if not csrf_ok(request.session, form.get("csrf_token")):
             return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)
         kind = form.get("kind") if form.get("kind") in KINDS else "distill"
