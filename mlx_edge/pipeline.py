@@ -161,14 +161,14 @@ def _check_unlabeled(config: PipelineConfig) -> tuple[str, ...]:
     labeled rows) are refused before the teacher's minutes are spent; distill warns about what it drops.
     Returns the test file's texts, which every distillation drops from the transfer set (the dev texts
     it drops itself); () without a transfer set."""
-    if not config.unlabeled:
-        if not config.teacher_edits or config.test is None:
-            return ()
-        return tuple(read_labeled(config.test, text_column=config.text_column, label_column=config.label_column).texts)
+    if not config.unlabeled and not config.teacher_edits:
+        return ()
     columns = {"text_column": config.text_column, "label_column": config.label_column}
     dev, test = (
         () if path is None else tuple(read_labeled(path, **columns).texts) for path in (config.dev, config.test)
     )
+    if not config.unlabeled:  # the teacher's edits alone: nothing to check before they are written
+        return test
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)
         transfer_set(
@@ -284,12 +284,12 @@ def run_pipeline(
         )
 
     # 1c. teacher edits (when configured): new sentences from the training rows, a transfer set that
-    # label and distill read as an unlabeled file
+    # label and distill read as an unlabeled file (the rows distill trains on: [distill]'s split)
+    ds = stage_settings(config, "distill")
     unlabeled = tuple(config.unlabeled)
     if config.teacher_edits:
         edits = out / "edits.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read
         data_fp = fingerprint(data_fp, "edits", config.teacher_edits, teacher_fp, config.seed)
-        ds_edits = stage_settings(config, "distill")
 
         def write_edits():
             made, rows = write_teacher_edits(
@@ -298,8 +298,8 @@ def run_pipeline(
                 dev=config.dev,
                 out=edits,
                 per_text=config.teacher_edits,
-                dev_fraction=ds_edits.dev_fraction,
-                seed=ds_edits.seed,
+                dev_fraction=ds.dev_fraction,
+                seed=ds.seed,
                 text_column=text_column,
                 label_column=label_column,
                 column=config.unlabeled_column or "text",
@@ -311,7 +311,6 @@ def run_pipeline(
         unlabeled += (edits,)
 
     # 2. label: the teacher layers the distill losses need (of [distill]'s student and the int4 student's)
-    ds = stage_settings(config, "distill")
     ladder.check_ladder(config.bundles, ds, _teacher_config(teacher_dir))
     hidden_layers, attention_layers = _layers_needed(teacher_dir, ds, int4="int4" in config.bundles)
     targets_dir = out / "targets"

@@ -62,14 +62,15 @@ def teacher_edits(
     plan = _Plan(tokenizer, ids, _word_table(Path(teacher)), k)
     out = []
     for text, row in zip(texts, ids):
+        spots = [i for i in plan.replaceable(row) if row[i] in plan.neighbours]
+        if not spots:
+            continue  # nothing in this text can be replaced
         rng = np.random.default_rng(_text_seed(seed, text))
         made = {" ".join(text.split())}
         for _ in range(per_text * MAX_TRIES):
             if len(made) > per_text:
                 break
-            new = plan.edit(row, rng, rate)
-            if new is None:
-                break  # nothing in this text can be replaced
+            new = plan.edit(row, spots, rng, rate)
             key = " ".join(new.split())
             if key and key not in made:
                 made.add(key)
@@ -117,13 +118,13 @@ class _Plan:
 
     def __init__(self, tokenizer: TextTokenizer, ids: list[list[int]], table: np.ndarray, k: int):
         self.tokenizer = tokenizer
-        pieces = tokenizer.pieces()
+        self.pieces = tokenizer.pieces()
         self.unigram = tokenizer.settings.kind == "unigram"
-        special = tokenizer.special_ids | {tokenizer.unk_id}
+        self.special = tokenizer.special_ids | {tokenizer.unk_id}
         self.kinds: dict[int, str] = {}
         whole: dict[str, set[int]] = {}
         for row in ids:
-            for i in self.replaceable(row, pieces, special):
+            for i in self.replaceable(row):
                 whole.setdefault(self.kinds[row[i]], set()).add(row[i])
         self.neighbours: dict[int, np.ndarray] = {}
         for members in whole.values():
@@ -137,10 +138,10 @@ class _Plan:
             nearest = np.argsort(-similar, axis=1)[:, : min(k, len(members) - 1)]
             for member, row in zip(members, nearest):
                 self.neighbours[int(member)] = members[row]
-        self.pieces, self.special = pieces, special
 
-    def replaceable(self, row: list[int], pieces: list[str], special: set[int]) -> list[int]:
+    def replaceable(self, row: list[int]) -> list[int]:
         """Positions of `row` holding a whole word (one piece, or a Han piece) with a known kind."""
+        pieces, special = self.pieces, self.special
         out = []
         for i, token in enumerate(row):
             if token in special:
@@ -159,11 +160,9 @@ class _Plan:
                 out.append(i)
         return out
 
-    def edit(self, row: list[int], rng: np.random.Generator, rate: float) -> str | None:
-        """`row` with each replaceable word swapped at `rate` (at least one), as text; None when it has none."""
-        spots = [i for i in self.replaceable(row, self.pieces, self.special) if row[i] in self.neighbours]
-        if not spots:
-            return None
+    def edit(self, row: list[int], spots: list[int], rng: np.random.Generator, rate: float) -> str:
+        """`row` with the word at each of `spots` (positions with neighbours) swapped at `rate`, at least
+        one, as text."""
         chosen = [i for i in spots if rng.random() < rate] or [spots[int(rng.integers(len(spots)))]]
         new = list(row)
         for i in chosen:

@@ -39,7 +39,7 @@ from mlx_edge.serve.auth import (
 )
 from mlx_edge.serve.db import DB_NAME, Database
 from mlx_edge.serve.jobs import JobRunner
-from mlx_edge.serve.pages import FILE_FIELDS, render
+from mlx_edge.serve.pages import MAX_FILES, render
 from mlx_edge.serve.uploads import sweep
 
 HERE = Path(__file__).parent
@@ -91,10 +91,9 @@ class BodyLimit:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        if scope["path"] == "/jobs":  # a job's files at most (FILE_FIELDS), each checked again when it is saved
-            files = max(len(fields) for fields in FILE_FIELDS.values())
+        if scope["path"] == "/jobs":  # a job's files at most, each checked again when it is saved
             limit, over = (
-                files * self.max_upload_mb * 1e6 + 1e6,
+                MAX_FILES * self.max_upload_mb * 1e6 + 1e6,
                 f"the upload is over {self.max_upload_mb:g} MB per file",
             )
         else:

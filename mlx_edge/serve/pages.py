@@ -53,6 +53,7 @@ UPLOAD_KEYS = {
     "data_file": "data",
 }
 UNLABELED_FIELDS = {"unlabeled_file"}  # text with no label: read as `distill --unlabeled` reads it
+MAX_FILES = max(len(fields) for fields in FILE_FIELDS.values())  # a job's files at most
 EVENT_INTERVAL_S = 0.5
 SERVER_ONLY_PARAMS = {"uploads"}  # where the worker reads the files: server paths the API never shows
 LOG_TAIL_BYTES = 200_000
@@ -175,7 +176,7 @@ def _form(request: Request, kind: str, values: dict, errors: dict, status: int) 
 
 async def create_job(request: Request) -> Response:
     state = request.app.state  # app.BodyLimit has refused a body without a Content-Length or over the limit
-    async with request.form(max_files=len(FILE_FIELDS["distill"]), max_fields=50) as form:
+    async with request.form(max_files=MAX_FILES, max_fields=50) as form:
         if not csrf_ok(request.session, form.get("csrf_token")):
             return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)
         kind = form.get("kind") if form.get("kind") in KINDS else "distill"

@@ -92,17 +92,18 @@ def check_upload(workdir: Path, *, name: str, content: bytes, limit_mb: float, u
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            texts = read_unlabeled(staged) if unlabeled else None
-            data = None if unlabeled else read_labeled(staged)
+            if unlabeled:
+                rows, labels = len(read_unlabeled(staged)), {}
+            else:
+                data = read_labeled(staged)
+                rows, labels = len(data), dict(sorted(data.counts().items()))
     except BaseException as exc:  # a refused file, or anything else: nothing stays staged
         staged.unlink(missing_ok=True)
         if isinstance(exc, DataError):
             raise DataError(exc.message.replace(str(staged), shown), exc.hint) from None
         raise
     notes = [str(w.message).replace(str(staged), shown) for w in caught if issubclass(w.category, Warning)]
-    labels = {} if data is None else dict(sorted(data.counts().items()))
     path = directory / f"{upload_id}.{fmt}"
-    rows = len(texts) if data is None else len(data)
     return Upload(upload_id, shown, staged, path, fmt, rows, labels, len(content), notes)
 
 
