@@ -232,7 +232,7 @@ def format_report(report: Report) -> str:
     if blas.get("hint"):
         lines.append(f"           note: {blas['hint']}")
     if IS_LINUX and "cpu_kernels" in blas:
-        lines.append(f"kernels    softmax/GELU/LayerNorm/dropout on CPU: {blas['cpu_kernels_detail']}")
+        lines.append(f"kernels    softmax/GELU/LayerNorm/dropout/attention on CPU: {blas['cpu_kernels_detail']}")
         if blas.get("cpu_kernels_build_error"):
             lines.append(f"           the build failed: {blas['cpu_kernels_build_error']}")
         if not blas["cpu_kernels"] and "MLX_EDGE_CPU_KERNELS=0" not in blas["cpu_kernels_detail"]:

@@ -67,7 +67,7 @@ def test_doctor_json_is_usable_here():
         # setup installs g++ and the pinned nanobind: the C++ kernels must be in use, and doctor says so
         assert report["blas"]["cpu_kernels"] is True, report["blas"]["cpu_kernels_detail"]
         text = CliRunner().invoke(main, ["doctor"]).output
-        assert "kernels    softmax/GELU/LayerNorm/dropout on CPU: vectorized (mlx-edge C++)" in text
+        assert "kernels    softmax/GELU/LayerNorm/dropout/attention on CPU: vectorized (mlx-edge C++)" in text
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the C++ kernels are built on Linux only")

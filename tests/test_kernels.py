@@ -62,9 +62,63 @@ def test_softmax_and_its_gradient_match_mlx_with_masked_keys_and_odd_widths(k):
             assert (np.array(ours)[..., ::3] == 0).all()
         got = mx.grad(lambda v, g=g: (k.softmax(v) * g).sum())(x)
         want = mx.grad(lambda v, g=g: (mx.softmax(v, axis=-1, precise=True) * g).sum())(x)
-        np.testing.assert_allclose(np.array(got), np.array(want), atol=2e-6)
+        np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-5, atol=1e-5)
     transposed = mx.array(rng.normal(size=(6, 9)).astype(np.float32)).T  # a strided view: made contiguous first
     np.testing.assert_allclose(np.array(k.softmax(transposed)), np.array(mx.softmax(transposed, axis=-1)), atol=3e-7)
+
+
+def _attention_reference(q, k, v, mask, heads, scale):
+    """MLX's own ops only (no mlx-edge kernel): split heads, masked scores, mx.softmax, merge."""
+    B, L, _ = q.shape
+    qh, kh, vh = (t.reshape(B, L, heads, -1).transpose(0, 2, 1, 3) for t in (q, k, v))
+    scores = (qh * scale) @ kh.transpose(0, 1, 3, 2) + mask
+    return (mx.softmax(scores, axis=-1, precise=True) @ vh).transpose(0, 2, 1, 3).reshape(B, L, -1)
+
+
+@linux
+@pytest.mark.parametrize(
+    "batch, length, heads, head_dim",
+    [(1, 128, 12, 26), (3, 37, 4, 32), (2, 5, 2, 64), (1, 1, 3, 5), (2, 17, 1, 7)],
+)
+def test_the_inference_attention_matches_mlx_values_and_gradients(k, batch, length, heads, head_dim):
+    rng = _rng(batch * 1000 + length)
+    q, kk, v = (
+        mx.array(rng.normal(scale=2.0, size=(batch, length, heads * head_dim)).astype(np.float32)) for _ in range(3)
+    )
+    keep = np.ones((batch, length), bool)
+    keep[-1, max(1, length // 2) :] = False  # the last row is padded after its first half
+    mask = mx.array(np.where(keep, 0.0, np.finfo(np.float32).min).astype(np.float32)[:, None, None, :])
+    scale = 1.0 / np.sqrt(head_dim)
+    want = _attention_reference(q, kk, v, mask, heads, scale)
+    np.testing.assert_allclose(
+        np.array(k.attention(q, kk, v, mask, heads, scale)), np.array(want), rtol=1e-5, atol=1e-5
+    )
+    got = fastmath.attention(q, kk, v, mask, heads, scale)
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-5, atol=1e-5)
+    compiled = mx.compile(lambda a, b, c: fastmath.attention(a, b, c, mask, heads, scale))
+    np.testing.assert_allclose(np.array(compiled(q, kk, v)), np.array(want), rtol=1e-5, atol=1e-5)
+    # a gradient (an eval-mode model under mx.grad, as the bench's check step) comes from the explicit form
+    g = mx.array(rng.normal(size=want.shape).astype(np.float32))
+    ours = mx.grad(lambda a, b, c: (fastmath.attention(a, b, c, mask, heads, scale) * g).sum(), argnums=(0, 1, 2))
+    theirs = mx.grad(lambda a, b, c: (_attention_reference(a, b, c, mask, heads, scale) * g).sum(), argnums=(0, 1, 2))
+    for a, b in zip(ours(q, kk, v), theirs(q, kk, v)):
+        np.testing.assert_allclose(np.array(a), np.array(b), atol=5e-5)
+
+
+@linux
+def test_the_inference_attention_refuses_what_it_cannot_compute(k):
+    q = mx.zeros((1, 4, 6))
+    mask = mx.zeros((1, 1, 1, 4))
+    with pytest.raises(ValueError, match="heads must divide"):
+        k.attention(q, q, q, mask, 4, 1.0)
+    with pytest.raises(ValueError, match="one additive value per"):
+        k.attention(q, q, q, mx.zeros((1, 1, 1, 3)), 2, 1.0)
+    with pytest.raises(ValueError, match="alike"):
+        k.attention(q, mx.zeros((1, 5, 6)), q, mask, 2, 1.0)
+    with pytest.raises(ValueError, match="no derivative"):
+        mx.grad(lambda a: k.attention(a, a, a, mask, 2, 1.0).sum())(q)
+    # where the kernel cannot run, the caller gets None and runs the explicit form
+    assert fastmath.attention(q.astype(mx.float16), q, q, mask, 2, 1.0) is None
 
 
 @linux

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 import sys
-from functools import partial
+from functools import lru_cache, partial
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -256,6 +256,40 @@ def softmax(x: mx.array) -> mx.array:
     (score = the dtype's minimum) gets exactly 0."""
     k = _kernels_for(x)
     return k.softmax(x) if k is not None else _softmax_expr(x)
+
+
+def attention(q: mx.array, k: mx.array, v: mx.array, mask: mx.array, heads: int, scale: float) -> mx.array | None:
+    """softmax(q k^T * scale + mask) v per head, heads merged: q, k, v are the (B, L, heads * head_dim)
+    projections, mask the (B, 1, 1, L) additive key mask. The forward is one C++ kernel; a gradient
+    (e.g. through an eval-mode model) comes from the explicit form. None where the kernel cannot
+    run (not built, not float32), and the caller runs the explicit form."""
+    if _kernels_for(q) is None or not all(a.dtype == mx.float32 for a in (k, v, mask)):
+        return None
+    if mask.size != q.shape[0] * q.shape[1]:
+        return None
+    return _attention_function(heads, float(scale))(q, k, v, mask)
+
+
+def _explicit_attention(q, k, v, mask, heads: int, scale: float) -> mx.array:
+    B, L, _ = q.shape
+    qh, kh, vh = (t.reshape(B, L, heads, -1).transpose(0, 2, 1, 3) for t in (q, k, v))
+    probs = softmax((qh * scale) @ kh.transpose(0, 1, 3, 2) + mask.reshape(B, 1, 1, L))
+    return (probs @ vh).transpose(0, 2, 1, 3).reshape(B, L, -1)
+
+
+@lru_cache(maxsize=64)
+def _attention_function(heads: int, scale: float):
+    @mx.custom_function
+    def fused(q, k, v, mask):
+        return cpu_kernels().attention(q, k, v, mask, heads, scale)
+
+    @fused.vjp
+    def fused_vjp(primals, cotangent, output):
+        q, k, v, mask = primals
+        _, grads = mx.vjp(lambda a, b, c: _explicit_attention(a, b, c, mask, heads, scale), [q, k, v], [cotangent])
+        return (*grads, mx.zeros_like(mask))
+
+    return fused
 
 
 @mx.custom_function
