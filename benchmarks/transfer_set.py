@@ -1,7 +1,11 @@
-"""Few labels, with and without a transfer set: `mlx-edge run` on a seeded, stratified sample of the to-do set.
+"""Few labels, with and without a transfer set: `mlx-edge run` on a seeded, stratified sample of a labeled set.
 
-    .venv/bin/python benchmarks/transfer_set.py [--sizes 100,300] [--arms none,unlabeled,edits] [--seeds 0]
-        [--teacher multilingual-e5-small] [--work DIR] [--json FILE]
+    .venv/bin/python benchmarks/transfer_set.py [--dataset todo] [--sizes 100,300] [--arms none,unlabeled,edits]
+        [--seeds 0] [--teacher multilingual-e5-small] [--work DIR] [--json FILE]
+
+`--dataset`: the shipped to-do set (`todo`, its test split scored) or one of the public sets of
+benchmarks/public_sets.py (`thucnews-titles`: Chinese news topics; `vader-sentiment`: English
+sentiment; their own test splits scored).
 
 For each size and seed: `size` labeled training rows drawn per label in proportion (seeded), the
 shipped dev set left out (a user with 300 labels has no 600-row dev set: the pipeline cuts its own
@@ -37,6 +41,15 @@ import numpy as np
 
 import mlx_edge  # noqa: F401  (OpenBLAS before mlx)
 from mlx_edge.datasets import todo_split
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from public_sets import SETS, split_path  # noqa: E402  (benchmarks/ is not a package)
+
+DATASETS = ("todo", *SETS)
+
+
+def dataset_split(dataset: str, split: str) -> Path:
+    return todo_split(split) if dataset == "todo" else split_path(dataset, split)
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -156,6 +169,7 @@ def run_arm(arm: str, labeled: Path, rest: Path, test: Path, teacher: str, out: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="todo", choices=DATASETS)
     parser.add_argument("--sizes", default="100,300")
     parser.add_argument("--arms", default=",".join(ARMS), help=f"any of {', '.join(ARMS)}")
     parser.add_argument("--edits", type=int, default=20, help="teacher_edits of the edits arms: sentences per row")
@@ -164,8 +178,8 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/transfer_set"))
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    rows_all = read_rows(todo_split("train"))
-    test_path = todo_split("test")
+    rows_all = read_rows(dataset_split(args.dataset, "train"))
+    test_path = dataset_split(args.dataset, "test")
     test_rows = read_rows(test_path)
     results = []
     for size in [int(s) for s in args.sizes.split(",")]:
@@ -176,13 +190,19 @@ def main() -> None:
             labeled_path = write_jsonl(base / "labeled.jsonl", labeled)
             rest_path = base / "rest.txt"
             rest_path.write_text("".join(r["text"].replace("\n", " ") + "\n" for r in rest), encoding="utf-8")
-            line = {"size": size, "seed": seed, "probe": probe(args.teacher, labeled, test_rows)}
+            line = {
+                "dataset": args.dataset,
+                "size": size,
+                "seed": seed,
+                "probe": probe(args.teacher, labeled, test_rows),
+            }
             print(json.dumps(line), flush=True)
             for arm in args.arms.split(","):
                 if arm not in ARMS:
                     parser.error(f"unknown arm {arm!r}: use any of {', '.join(ARMS)}")
                 result = run_arm(arm, labeled_path, rest_path, test_path, args.teacher, base / arm, seed, args.edits)
-                row = {"size": size, "seed": seed, "arm": arm, "probe": line["probe"]["all"], **result}
+                row = {"dataset": args.dataset, "size": size, "seed": seed, "arm": arm, "probe": line["probe"]["all"]}
+                row.update(result)
                 results.append(row)
                 print(json.dumps(row), flush=True)
     print("\nsize seed arm        probe  teacher student retained  en(t/s)      zh(t/s)      minutes", file=sys.stderr)
