@@ -4,7 +4,9 @@ and MLX's native ops, per op, forward and value-and-grad, at a distillation step
     .venv/bin/python benchmarks/cpu_kernels.py [--repeats 20]
 
 Medians of `--repeats` evaluations after one warm-up, on MLX's CPU device, one stream (the step runs
-one such stream per core). Linux only: elsewhere MLX's own kernels are used.
+one such stream per core). Linux only: elsewhere MLX's own kernels are used. The attention rows are
+inference's (forward only): the C++ kernel, the explicit chain with the softmax kernel that it
+replaces ("fastmath" column), and MLX's scaled_dot_product_attention.
 """
 
 from __future__ import annotations
@@ -54,6 +56,28 @@ def main() -> int:
     # cotangents: other arrays than the inputs (a compiled function may not close over its own input)
     d_scores, d_ffn, d_rows = (mx.random.normal(a.shape) for a in (scores, ffn, rows))
     mx.eval(scores, ffn, rows, w, b, d_scores, d_ffn, d_rows)
+    # inference attention on the projections (tiny student: 12 heads of 26): one sentence, one shard
+    attention_inputs = {}
+    for batch in (1, 16):
+        q, kk, v = (mx.random.normal((batch, 128, 312)) for _ in range(3))
+        key_mask = mx.zeros((batch, 1, 1, 128))
+        mx.eval(q, kk, v, key_mask)
+        attention_inputs[batch] = (q, kk, v, key_mask)
+
+    def attention(batch, how):
+        _, kk, v, key_mask = attention_inputs[batch]
+        if how == "kernel":
+            return lambda q: k.attention(q, kk, v, key_mask, 12, 26**-0.5)
+        if how == "explicit":  # the chain it replaces: head split, scores + mask, the softmax kernel, merge
+            return mx.compile(lambda q: fastmath._explicit_attention(q, kk, v, key_mask, 12, 26**-0.5))
+
+        def native(q):
+            heads = [t.reshape(batch, 128, 12, 26).transpose(0, 2, 1, 3) for t in (q, kk, v)]
+            out = mx.fast.scaled_dot_product_attention(*heads, scale=26**-0.5, mask=key_mask)
+            return out.transpose(0, 2, 1, 3).reshape(batch, 128, -1)
+
+        return native
+
     seed = mx.array(7, mx.uint32)
     drop = fastmath.Dropout(0.1)
     drop.train()
@@ -87,6 +111,8 @@ def main() -> int:
          value_and_grad(lambda x: k.dropout(x, seed, 0.9), d_scores),
          mx.compile(value_and_grad(expressions(drop), d_scores), inputs=mx.random.state, outputs=mx.random.state),
          value_and_grad(nn.Dropout(0.1), d_scores)),
+        *((f"attention {b}x128, 12x26 (infer)", "forward", attention_inputs[b][0],
+           attention(b, "kernel"), attention(b, "explicit"), attention(b, "native")) for b in (1, 16)),
     ]  # fmt: skip
     print(f"{'op':28s} {'pass':11s} {'C++ kernel':>11s} {'fastmath':>9s} {'MLX':>9s}   (ms, median of {args.repeats})")
     for name, kind, x, ours, expression, native in cases:

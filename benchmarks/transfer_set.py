@@ -41,6 +41,7 @@ import numpy as np
 
 import mlx_edge  # noqa: F401  (OpenBLAS before mlx)
 from mlx_edge.datasets import todo_split
+from mlx_edge.teacher.probe import fit_linear_head
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from public_sets import SETS, split_path  # noqa: E402  (benchmarks/ is not a package)
@@ -101,25 +102,6 @@ def embeddings(model_dir: Path, texts: list[str]) -> np.ndarray:
     return np.concatenate(out)
 
 
-def logistic_regression(x: np.ndarray, y: np.ndarray, classes: int, *, l2: float = 1e-3, steps: int = 500) -> tuple:
-    """Multinomial logistic regression on standardized features, full-batch gradient descent (Adam)."""
-    mean, std = x.mean(axis=0), x.std(axis=0) + 1e-6
-    z = (x - mean) / std
-    w, b = np.zeros((z.shape[1], classes)), np.zeros(classes)
-    onehot = np.eye(classes)[y]
-    m = v = (np.zeros_like(w), np.zeros_like(b))
-    for t in range(1, steps + 1):
-        logits = z @ w + b
-        p = np.exp(logits - logits.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
-        grads = (z.T @ (p - onehot) / len(z) + l2 * w, (p - onehot).mean(axis=0))
-        m = tuple(0.9 * mi + 0.1 * g for mi, g in zip(m, grads))
-        v = tuple(0.999 * vi + 0.001 * g * g for vi, g in zip(v, grads))
-        step = [0.05 * (mi / (1 - 0.9**t)) / (np.sqrt(vi / (1 - 0.999**t)) + 1e-8) for mi, vi in zip(m, v)]
-        w, b = w - step[0], b - step[1]
-    return w, b, mean, std
-
-
 def probe(teacher: str, train: list[dict], test: list[dict]) -> dict:
     from mlx_edge.models.builtin import resolve_model
 
@@ -128,8 +110,8 @@ def probe(teacher: str, train: list[dict], test: list[dict]) -> dict:
     index = {label: i for i, label in enumerate(labels)}
     x_train = embeddings(model_dir, [r["text"] for r in train])
     x_test = embeddings(model_dir, [r["text"] for r in test])
-    w, b, mean, std = logistic_regression(x_train, np.array([index[r["label"]] for r in train]), len(labels))
-    pred = (((x_test - mean) / std) @ w + b).argmax(axis=1)
+    weight, bias = fit_linear_head(x_train, np.array([index[r["label"]] for r in train]), len(labels))
+    pred = (x_test @ weight.T + bias).argmax(axis=1)
     right = pred == np.array([index[r["label"]] for r in test])
     langs = np.array([r.get("lang", "?") for r in test])
     return {"all": float(right.mean()), **{lang: float(right[langs == lang].mean()) for lang in sorted(set(langs))}}

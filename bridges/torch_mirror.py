@@ -186,7 +186,11 @@ class MirrorBert(nn.Module):
         mask = (1.0 - attention_mask.to(x.dtype))[:, None, None, :] * MASK_VALUE
         for layer in self.bert.encoder.layer:
             x = layer(x, mask)
-        embedding = self.bert.pooler(x)
+        if getattr(self.config, "classifier_pooling", "cls") == "mean":  # the masked mean, as models/bert.py
+            keep = attention_mask.to(x.dtype)[..., None]
+            embedding = (x * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
+        else:
+            embedding = self.bert.pooler(x)
         return embedding, self.classifier(_dropout(self, embedding, self.p))
 
 

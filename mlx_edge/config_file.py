@@ -81,6 +81,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "freeze_embeddings": "unset: word table kept as pretrained if 20M+ and most of the teacher, else trained",
         "freeze_layers": "bottom blocks (and all embeddings) kept as pretrained",
         "backend": "torch (CUDA, MPS, CPU; torchrun) | mlx (one process, Metal on a Mac)",
+        "head": "probe (mean pooling, starts as a linear probe) | new ([CLS] pooler, random head)",
     },
     "augment": {
         "per_class": "new examples per class, added to train for label and distill",

@@ -21,6 +21,7 @@ from mlx_edge.cli import main
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.targets import TargetsCache
 from mlx_edge.teacher.label import label_targets
+from mlx_edge.teacher.source import load_classifier
 from mlx_edge.teacher.train import table_is_most
 from tests.helpers.cli import assert_one_line_error
 from tests.helpers.tiny import write_jsonl
@@ -65,7 +66,7 @@ def test_existing_output_needs_force(trained_teacher, base_dir, toy_data):
 
 def _reference_logits(teacher: Path, texts: list[str], max_length: int) -> np.ndarray:
     tok = load_tokenizer(teacher)
-    net = AutoModelForSequenceClassification.from_pretrained(teacher).eval()
+    net = load_classifier(teacher).eval()  # transformers' BERT, pooling as the teacher's config says
     rows = []
     with torch.no_grad():
         for ids in tok.encode_batch(texts, max_length=max_length):  # one at a time: no padding at all
@@ -306,6 +307,8 @@ def test_ddp_two_gloo_processes_on_cpu(base_dir, toy_data, tmp_path):
             "cpu",
             "--seed",
             "42",  # the toy data learns within two epochs from this seed (was the default before it became 0)
+            "--head",
+            "probe",  # the probe's unused [CLS] pooler is frozen before DDP wraps the model (DDP refuses unused params)
         ],
         capture_output=True,
         text=True,
@@ -316,7 +319,12 @@ def test_ddp_two_gloo_processes_on_cpu(base_dir, toy_data, tmp_path):
     assert proc.stdout.count("teacher written to") == 1  # rank 0 only
     manifest = json.loads((out / "mlx_edge_manifest.json").read_text())
     assert manifest["result"]["world_size"] == 2
-    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2  # one line per epoch, not per rank
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [
+        0,
+        1,
+        2,
+    ]  # the probe, then one line per epoch, not per rank
     assert manifest["result"]["dev_accuracy"] > manifest["result"]["majority_baseline"]
 
 

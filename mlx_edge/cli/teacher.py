@@ -108,6 +108,15 @@ def teacher():
     help="torch: transformers on CUDA/MPS/CPU (torchrun for several GPUs); mlx: the MLX BERT, one process "
     "(Metal on a Mac); its teacher is a transformers directory like torch's.",
 )
+@click.option(
+    "--head",
+    type=click.Choice(["probe", "new"]),
+    default=TEACHER.head,
+    show_default=True,
+    help="probe: the head reads the mean of the last hidden states and starts as a linear probe on the frozen "
+    "model (epoch 0 on dev; a few hundred labels gain most); new: BERT's [CLS] pooler and a random head. "
+    "A teacher trained before keeps its own head.",
+)
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def teacher_train(
@@ -133,6 +142,7 @@ def teacher_train(
     freeze_embeddings,
     freeze_layers,
     backend,
+    head,
     force,
     quiet,
 ):
@@ -158,7 +168,7 @@ def teacher_train(
 
     def report(m):
         echo_err(
-            f"epoch {m['epoch']}: loss {m['train_loss']:.4f}  dev accuracy {m['dev_accuracy']:.3f}"
+            f"epoch {m['epoch']}{' (linear probe)' if m['epoch'] == 0 else ''}: loss {m['train_loss']:.4f}  dev accuracy {m['dev_accuracy']:.3f}"
             f"  macro-F1 {m['dev_macro_f1']:.3f}  {m['samples_per_second']:.1f} samples/s",
             quiet,
         )
@@ -187,6 +197,7 @@ def teacher_train(
         freeze_embeddings=freeze_embeddings,
         freeze_layers=freeze_layers,
         backend=backend,
+        head=head,
         progress=not quiet,
         on_epoch=report,
     )

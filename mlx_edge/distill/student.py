@@ -46,7 +46,10 @@ def student_config(spec: str, teacher: BertConfig) -> tuple[BertConfig, Path | N
         id2label=dict(teacher.id2label),
     )
     if spec == "half":
-        return replace(teacher, num_hidden_layers=max(1, teacher.num_hidden_layers // 2)), None
+        # BERT's [CLS] pooler whatever the teacher's head reads: the export path's (bridges, CoreML) head
+        return replace(
+            teacher, num_hidden_layers=max(1, teacher.num_hidden_layers // 2), classifier_pooling="cls"
+        ), None
     if spec in PRESETS:
         return BertConfig(**{**PRESETS[spec], **shared}), None
     path = Path(spec)

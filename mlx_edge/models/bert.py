@@ -77,6 +77,7 @@ def _positive_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+CLASSIFIER_POOLING = ("cls", "mean")
 BERT_LIKE_TYPES = {"bert", "roberta", "xlm-roberta", "distilbert", "electra", "camembert", "ernie"}
 
 
@@ -105,6 +106,10 @@ class BertConfig:
     # Group-quantized weights (mlx-lm's key): {"bits", "group_size", "mode"}; which layers hold
     # codes is read from the checkpoint (their `scales`). None: float weights.
     quantization: dict[str, Any] | None = None
+    # The classifier's input: "cls", BERT's pooler (tanh(dense(h[CLS]))); "mean", the mean of the last
+    # hidden states over real tokens (as ModernBERT names it): what sentence encoders such as e5 were
+    # trained to make meaningful, so a head on it starts from a linear probe (teacher `head = "probe"`).
+    classifier_pooling: str = "cls"
 
     @classmethod
     def from_dict(cls, params: dict[str, Any]) -> BertConfig:
@@ -126,6 +131,8 @@ class BertConfig:
         for key in ("embedding_size", "quantization"):  # a plain BERT's config.json stays as HF writes it
             if out[key] is None:
                 del out[key]
+        if out["classifier_pooling"] == "cls":
+            del out["classifier_pooling"]
         out["id2label"] = {str(i): label for i, label in sorted(self.id2label.items())}
         out["label2id"] = {label: i for i, label in sorted(self.id2label.items())}
         out["model_type"] = "bert"
@@ -170,6 +177,11 @@ class BertConfig:
             )
         if sorted(self.id2label) != list(range(len(self.id2label))):
             raise ModelError("id2label must number labels 0..N-1 without gaps", "fix config.json")
+        if self.classifier_pooling not in CLASSIFIER_POOLING:
+            raise ModelError(
+                f"classifier_pooling {self.classifier_pooling!r} is not supported",
+                f"use one of {', '.join(CLASSIFIER_POOLING)}",
+            )
 
 
 def _check_bert_like(params: dict[str, Any]) -> None:
@@ -192,7 +204,7 @@ def _check_bert_like(params: dict[str, Any]) -> None:
 @dataclass
 class BertOutput:
     logits: mx.array  # (B, num_labels)
-    pooled: mx.array  # (B, H): tanh(dense(h[CLS])), the head's input
+    pooled: mx.array  # (B, H): the head's input: tanh(dense(h[CLS])), or the masked mean of h (classifier_pooling)
     last_hidden: mx.array  # (B, L, H): the last layer's output
     hidden_states: list[mx.array] | None = None  # num_layers + 1 tensors (B, L, H); [0] = embeddings
     attentions: list[mx.array] | None = None  # num_layers tensors (B, heads, L, L), probabilities
@@ -412,13 +424,19 @@ class BertForSequenceClassification(nn.Module):
                 hidden_states.append(x)
             if output_attentions:
                 attentions.append(probs)
-        pooled = self.bert.pooler(x)
+        pooled = mean_pool(x, attention_mask) if self.config.classifier_pooling == "mean" else self.bert.pooler(x)
         logits = self.classifier(self.dropout(pooled))
         return BertOutput(logits, pooled, x, hidden_states, attentions)
 
     @property
     def layers(self) -> list[BertLayer]:
         return self.bert.encoder.layer
+
+
+def mean_pool(hidden: mx.array, attention_mask: mx.array) -> mx.array:
+    """(B, L, H) hidden states, (B, L) 1/0 mask -> (B, H): the mean over real tokens."""
+    keep = attention_mask.astype(hidden.dtype)[..., None]
+    return (hidden * keep).sum(axis=1) / mx.maximum(keep.sum(axis=1), 1)
 
 
 def additive_mask(attention_mask: mx.array, dtype: mx.Dtype) -> mx.array:

@@ -45,6 +45,13 @@ def head_labels(config: dict) -> list[str] | None:
     return [str(id2label[k]) for k in sorted(id2label, key=int)]
 
 
+def has_trained_head(model: str | Path, labels: list[str]) -> bool:
+    """Whether `model` (a directory or built-in name) is already a classifier for exactly `labels`: a
+    teacher trained before, whose head (and pooling) training goes on from rather than replacing."""
+    path = Path(resolve_model(str(model), progress=False)).expanduser()
+    return path.is_dir() and head_labels(read_config(path)) == list(labels)
+
+
 def transformers_progress(enabled: bool) -> None:
     """transformers draws its own bars (loading/writing weights): follow our --quiet."""
     from transformers.utils import logging  # lazy: transformers takes ~1 s to import; MLX teachers never need it
@@ -104,7 +111,7 @@ def load_for_training(
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"{model} has no fast tokenizer", "mlx-edge needs a tokenizers-backed WordPiece tokenizer")
     check_tokenizer_fits(tokenizer, net.config, model)
-    return net, tokenizer
+    return use_classifier_pooling(net), tokenizer
 
 
 def load_classifier(model_dir: Path, **kwargs):
@@ -112,7 +119,42 @@ def load_classifier(model_dir: Path, **kwargs):
     from transformers import AutoModelForSequenceClassification  # lazy: the MLX backend labels without transformers
 
     with loading_errors(model_dir, local=True):
-        return AutoModelForSequenceClassification.from_pretrained(model_dir, **kwargs)
+        net = AutoModelForSequenceClassification.from_pretrained(model_dir, **kwargs)
+    return use_classifier_pooling(net)
+
+
+def use_classifier_pooling(net, pooling: str | None = None):
+    """Make a transformers BERT classifier pool as its config's `classifier_pooling` says (`pooling`
+    sets it first). "mean": the head reads the mean of the last hidden states over real tokens, as
+    models/bert.py does. transformers' BERT pools [CLS] only, so its pooler's forward is replaced and
+    a hook on the encoder hands it the attention mask; the pooler's weights stay (unused), so the
+    checkpoint's names are the same either way. Returns `net`."""
+    if pooling is not None:
+        net.config.classifier_pooling = pooling
+    if getattr(net.config, "classifier_pooling", "cls") != "mean":
+        return net
+    body = getattr(net, "bert", None)
+    if body is None or getattr(body, "pooler", None) is None:
+        raise ModelError(
+            f"classifier_pooling 'mean' needs a BERT classifier, and this is a {type(net).__name__}",
+            'set [teacher] head = "new"',
+        )
+    seen = {}
+
+    def keep_mask(module, args, kwargs):
+        seen["mask"] = kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
+
+    def mean_pool(hidden):
+        mask = seen.get("mask")
+        if mask is None:
+            return hidden.mean(dim=1)
+        keep = mask.to(hidden.dtype).unsqueeze(-1)
+        return (hidden * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
+
+    body.register_forward_pre_hook(keep_mask, with_kwargs=True)
+    body.pooler.forward = mean_pool
+    body.pooler.requires_grad_(False)  # unused: no optimizer step for it, and DDP expects no gradient there
+    return net
 
 
 @contextmanager

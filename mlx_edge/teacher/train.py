@@ -33,13 +33,16 @@ from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.devices import torch_placement
 from mlx_edge.runtime.distributed import init_ranks
 from mlx_edge.settings import AUTO_LENGTHS, TEACHER, TeacherTrainSettings
+from mlx_edge.teacher.probe import fit_linear_head
 from mlx_edge.teacher.source import (
     check_local_model,
     check_tokenizer_files,
+    has_trained_head,
     head_labels,
     is_local,
     load_for_training,
     transformers_progress,
+    use_classifier_pooling,
 )
 from mlx_edge.teacher.train_mlx import train_mlx
 
@@ -141,6 +144,7 @@ def train_teacher(
     freeze_embeddings: bool | None = TEACHER.freeze_embeddings,
     freeze_layers: int = TEACHER.freeze_layers,
     backend: str = TEACHER.backend,
+    head: str = TEACHER.head,
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
 ) -> TeacherTrainResult:
@@ -164,6 +168,7 @@ def train_teacher(
         freeze_embeddings=freeze_embeddings,
         freeze_layers=freeze_layers,
         backend=backend,
+        head=head,
     )
     refuse_overwriting_inputs(out, train, dev, model if is_local(model) else None)  # --force would delete it
     if out.exists() and not force:
@@ -218,6 +223,19 @@ def train_teacher(
         specials = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
         warn_unknown(unknown_share(train_ids, tokenizer.unk_token_id, specials), f"{train} ({model}'s tokenizer)")
 
+    probe = None
+    if settings.head == "probe" and not has_trained_head(model, label_map.labels):
+        # LP-FT: mean pooling, the head fitted as a linear probe on the frozen features (before DDP wraps
+        # the model: the unused pooler is frozen first)
+        use_classifier_pooling(net, "mean")
+        start = time.perf_counter()
+        features = pooled_features(net, train_ids, pad_id=pad_id, device=torch_device, batch_size=batch_size * 2)
+        weight, bias = fit_linear_head(features, train_y, len(label_map))
+        with torch.no_grad():
+            net.classifier.weight.copy_(torch.from_numpy(weight).to(torch_device))
+            net.classifier.bias.copy_(torch.from_numpy(bias).to(torch_device))
+        probe = (features, weight, bias, start)
+
     model_for_step = net
     if dist.world > 1:
         model_for_step = DistributedDataParallel(
@@ -237,6 +255,12 @@ def train_teacher(
         staging = staging_dir(out)
     best = {"epoch": -1, "accuracy": -1.0, "macro_f1": -1.0}
     seen, train_seconds, step = 0, 0.0, 0
+    if probe is not None:  # epoch 0: the linear probe, on dev
+        pred = predict_ids(net, dev_ids, pad_id=pad_id, device=torch_device, batch_size=batch_size * 2)
+        metrics = probe_metrics(*probe, train_y, pred, dev_y, len(label_map))
+        if dist.main:
+            best = {"epoch": 0, "accuracy": metrics["dev_accuracy"], "macro_f1": metrics["dev_macro_f1"]}
+            _epoch_done(staging, metrics, net, tokenizer, best_now=True, on_epoch=on_epoch)
     lengths = np.array([len(x) for x in train_ids])
     for epoch in range(epochs):
         batches = bucketed_batches(lengths, batch_size, seed=seed, epoch=epoch)
@@ -291,15 +315,10 @@ def train_teacher(
             "samples_per_second": seen / train_seconds,
         }
         if dist.main:
-            with open(staging / METRICS_NAME, "a", encoding="utf-8") as f:
-                f.write(json.dumps(metrics) + "\n")
-            if (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > (best["accuracy"], best["macro_f1"]):
+            better = (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > (best["accuracy"], best["macro_f1"])
+            if better:
                 best = {"epoch": epoch + 1, "accuracy": metrics["dev_accuracy"], "macro_f1": metrics["dev_macro_f1"]}
-                net.save_pretrained(staging, safe_serialization=True)
-                tokenizer.save_pretrained(staging)
-                ensure_vocab_txt(staging)
-            if on_epoch is not None:
-                on_epoch(metrics)
+            _epoch_done(staging, metrics, net, tokenizer, best_now=better, on_epoch=on_epoch)
 
     result = TeacherTrainResult(
         str(out),
@@ -320,6 +339,50 @@ def train_teacher(
     _empty_cache(placement.device)
     dist.barrier()
     return result
+
+
+def _epoch_done(staging: Path, metrics: dict, net, tokenizer, *, best_now: bool, on_epoch) -> None:
+    """Rank 0: the epoch's metrics line; the model into staging when it is the best so far."""
+    with open(staging / METRICS_NAME, "a", encoding="utf-8") as f:
+        f.write(json.dumps(metrics) + "\n")
+    if best_now:
+        net.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging)
+        ensure_vocab_txt(staging)
+    if on_epoch is not None:
+        on_epoch(metrics)
+
+
+def pooled_features(net, ids: list[np.ndarray], *, pad_id: int, device, batch_size: int = 64) -> np.ndarray:
+    """The head's input (net.bert's pooler output) for every row, in order, eval mode, no gradient."""
+    was_training = net.training
+    net.eval()
+    out = np.zeros((len(ids), net.config.hidden_size), np.float32)
+    with torch.no_grad():
+        for batch in bucketed_batches(np.array([len(x) for x in ids]), batch_size, shuffle=False):
+            input_ids, mask = collate([ids[j] for j in batch], pad_id=pad_id)
+            hidden = net.bert(
+                input_ids=torch.from_numpy(input_ids).long().to(device),
+                attention_mask=torch.from_numpy(mask).long().to(device),
+            )
+            out[batch] = hidden.pooler_output.float().cpu().numpy()
+    net.train(was_training)
+    return out
+
+
+def probe_metrics(features, weight, bias, start: float, train_y, dev_pred, dev_y, classes: int) -> dict:
+    """Epoch 0's metrics line: the linear probe's training cross-entropy and its dev scores."""
+    logits = features @ weight.T + bias
+    logits = logits - logits.max(axis=1, keepdims=True)
+    loss = float(np.mean(np.log(np.exp(logits).sum(axis=1)) - logits[np.arange(len(train_y)), train_y]))
+    return {
+        "epoch": 0,
+        "train_loss": loss,
+        "dev_accuracy": accuracy(dev_pred, dev_y),
+        "dev_macro_f1": macro_f1(dev_pred, dev_y, classes),
+        "learning_rate": 0.0,
+        "samples_per_second": len(features) / max(time.perf_counter() - start, 1e-9),
+    }
 
 
 def _train_with_mlx(
@@ -402,6 +465,7 @@ def _train_with_mlx(
         freeze_embeddings=freeze_embeddings,
         progress=progress,
         on_epoch=epoch_done,
+        probe_head=settings.head == "probe" and not has_trained_head(model, label_map.labels),
         **replace(settings, epochs=epochs).kwargs(*OPTIMIZATION, "seed", "device", "freeze_layers"),
     )
     result = TeacherTrainResult(

@@ -12,12 +12,14 @@ reaches biases and LayerNorms (0.01 x the learning rate per step: a negligible p
 from __future__ import annotations
 
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
 
+from mlx_edge.data import bucketed_batches, collate
 from mlx_edge.distill.config import TERMS, LoopConfig, Schedule
 from mlx_edge.distill.loop import run_loop
 from mlx_edge.distill.step import Trainable
@@ -25,10 +27,12 @@ from mlx_edge.errors import TeacherError
 from mlx_edge.metrics import accuracy, macro_f1
 from mlx_edge.models.bert import BertForSequenceClassification
 from mlx_edge.models.checkpoint import copy_tokenizer_files, load_model, save_model
-from mlx_edge.models.inference import predict_ids
+from mlx_edge.models.inference import BatchForward, predict_ids
 from mlx_edge.runtime.devices import mlx_device
+from mlx_edge.teacher.probe import fit_linear_head
 
 WORK_NAME = "mlx-train-state"  # the loop's checkpoints, inside the staging directory until the end
+PROBE_NAME = "probe-epoch-0"  # the linear-probe model (epoch 0), inside staging until the loop is done
 
 
 @dataclass
@@ -85,6 +89,7 @@ def train_mlx(
     device: str,
     freeze_embeddings: bool,
     freeze_layers: int,
+    probe_head: bool = False,
     progress: bool = True,
     on_epoch=None,
 ) -> MlxTrainOutcome:
@@ -123,6 +128,9 @@ def train_mlx(
         save_model(model, staging)
         copy_tokenizer_files(base, staging)
 
+    probe = (
+        _probe_epoch(model, train_ids, train_y, pad_id, batch_size, evaluate, staging, on_epoch) if probe_head else None
+    )
     work = staging / WORK_NAME
     work.mkdir(parents=True, exist_ok=True)
     result = run_loop(
@@ -142,7 +150,42 @@ def train_mlx(
         on_epoch=on_epoch,
     )
     shutil.rmtree(work, ignore_errors=True)
-    best = result.best_metrics
+    best, best_epoch = result.best_metrics, result.best_epoch
+    if probe is not None:
+        # as in the PyTorch path, a later epoch must beat an earlier one: a tie keeps the probe
+        if (probe["dev_accuracy"], probe["dev_macro_f1"]) >= (best["dev_accuracy"], best["dev_macro_f1"]):
+            for path in (staging / PROBE_NAME).iterdir():
+                path.replace(staging / path.name)
+            best, best_epoch = probe, 0
+        shutil.rmtree(staging / PROBE_NAME, ignore_errors=True)
     return MlxTrainOutcome(
-        result.best_epoch, best["dev_accuracy"], best["dev_macro_f1"], result.samples_per_second, result.history, where
+        best_epoch, best["dev_accuracy"], best["dev_macro_f1"], result.samples_per_second, result.history, where
     )
+
+
+def _probe_epoch(model, train_ids, train_y, pad_id, batch_size, evaluate, staging: Path, on_epoch) -> dict:
+    """LP-FT's first half (teacher/probe.py): mean pooling, the head fitted as a linear probe on the frozen
+    model's features, judged on dev as epoch 0 and kept in staging/PROBE_NAME until the loop's epochs are in."""
+    start = time.perf_counter()
+    model.config.classifier_pooling = "mean"
+    model.bert.pooler.freeze()  # unused by a mean-pooled head
+    model.eval()
+    features = np.zeros((len(train_ids), model.config.hidden_size), np.float32)
+    forward = BatchForward(model, batch_size=batch_size * 2)
+    for batch in bucketed_batches(np.array([len(x) for x in train_ids]), batch_size * 2, shuffle=False):
+        input_ids, mask = collate([train_ids[j] for j in batch], pad_id=pad_id)
+        features[batch] = np.array(forward(input_ids, mask).pooled)
+    weight, bias = fit_linear_head(features, np.asarray(train_y), model.config.num_labels)
+    model.classifier.weight = mx.array(weight)
+    model.classifier.bias = mx.array(bias)
+    metrics = {"epoch": 0, **evaluate()}
+    logits = features @ weight.T + bias
+    logits -= logits.max(axis=1, keepdims=True)
+    y = np.asarray(train_y)
+    metrics["train_ce"] = float(np.mean(np.log(np.exp(logits).sum(axis=1)) - logits[np.arange(len(y)), y]))
+    metrics["samples_per_second"] = len(train_ids) / max(time.perf_counter() - start, 1e-9)
+    model.train()
+    save_model(model, staging / PROBE_NAME)
+    if on_epoch is not None:
+        on_epoch(metrics)
+    return metrics
