@@ -127,21 +127,26 @@ inline bool kept(uint32_t index, uint32_t seed, uint32_t threshold) {
 // The loops (each over `rows` contiguous rows of `n` floats).
 // ---------------------------------------------------------------------------------------------
 
+// o[i] = e^(a[i] - max a) for one row of n (o may be a: each element is read before it is written);
+// returns 1 / the sum, the softmax's scale
+inline float shifted_exp_row(const float* a, float* o, size_t n) {
+  float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+  for (size_t i = 0; i < n; ++i) m = std::max(m, a[i]);
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (size_t i = 0; i < n; ++i) {
+    float e = exp_f(a[i] - m);
+    o[i] = e;
+    sum += e;
+  }
+  return 1.0f / sum;
+}
+
 void softmax_rows(const float* __restrict x, float* __restrict y, size_t rows, size_t n) {
   for (size_t r = 0; r < rows; ++r) {
-    const float* __restrict a = x + r * n;
     float* __restrict o = y + r * n;
-    float m = -INFINITY;
-#pragma omp simd reduction(max : m)
-    for (size_t i = 0; i < n; ++i) m = std::max(m, a[i]);
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (size_t i = 0; i < n; ++i) {
-      float e = exp_f(a[i] - m);
-      o[i] = e;
-      sum += e;
-    }
-    float inv = 1.0f / sum;
+    float inv = shifted_exp_row(x + r * n, o, n);
 #pragma omp simd
     for (size_t i = 0; i < n; ++i) o[i] *= inv;
   }
@@ -309,20 +314,7 @@ void attention_pairs(const float* __restrict q, const float* __restrict k, const
         store8(sp + 3 * lp + j0, c30); store8(sp + 3 * lp + j0 + 8, c31);
       }
       float inv[R];
-      for (size_t r = 0; r < R; ++r) {
-        float* __restrict sr = sp + r * lp;
-        float m = -INFINITY;
-#pragma omp simd reduction(max : m)
-        for (size_t j = 0; j < lp; ++j) m = std::max(m, sr[j]);
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (size_t j = 0; j < lp; ++j) {
-          float e = exp_f(sr[j] - m);
-          sr[j] = e;
-          sum += e;
-        }
-        inv[r] = 1.0f / sum;
-      }
+      for (size_t r = 0; r < R; ++r) inv[r] = shifted_exp_row(sp + r * lp, sp + r * lp, lp);
       // context: 4 rows x 16 columns per tile, over the keys
       for (size_t c0 = 0; c0 < dp; c0 += 16) {
         v8f c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {};
