@@ -370,8 +370,15 @@ def test_a_damaged_library_in_the_cache_is_not_used(k, tmp_path, sidecar, monkey
 def _wrapper(tmp_path, edit: str) -> Path:
     """A CXX that compiles an edited copy of cpu_kernels.cpp: a library that builds but is wrong."""
     edits = {
-        "wrong": ("float inv = 1.0f / sum;", "float inv = 0.5f / sum;"),  # a softmax that sums to 1/2
-        "crash": ("float inv = 1.0f / sum;", "float inv = 1.0f / sum; std::raise(SIGSEGV);"),
+        # a softmax that sums to 1/2
+        "wrong": (
+            "float inv = shifted_exp_row(x + r * n, o, n);",
+            "float inv = 0.5f * shifted_exp_row(x + r * n, o, n);",
+        ),
+        "crash": (
+            "float inv = shifted_exp_row(x + r * n, o, n);",
+            "float inv = shifted_exp_row(x + r * n, o, n); std::raise(SIGSEGV);",
+        ),
     }
     old, new = edits[edit]
     script = tmp_path / f"{edit}-g++"
