@@ -120,7 +120,9 @@ def probe(teacher: str, train: list[dict], test: list[dict]) -> dict:
 ARMS = ("none", "unlabeled", "edits", "edits+unlabeled")
 
 
-def run_arm(arm: str, labeled: Path, rest: Path, test: Path, teacher: str, out: Path, seed: int, edits: int) -> dict:
+def run_arm(
+    arm: str, labeled: Path, rest: Path, test: Path, teacher: str, out: Path, seed: int, edits: int, head: str | None
+) -> dict:
     from mlx_edge.pipeline import PipelineConfig, run_pipeline
 
     trained = sorted(out.parent.glob("*/teacher/model.safetensors"))  # the size and seed's teacher, when made
@@ -130,7 +132,7 @@ def run_arm(arm: str, labeled: Path, rest: Path, test: Path, teacher: str, out: 
         test=test,
         seed=seed,
         bundles=("fp16",),
-        teacher={"dir": str(trained[0].parent)} if trained else {"model": teacher},
+        teacher={"dir": str(trained[0].parent)} if trained else {"model": teacher, **({"head": head} if head else {})},
         unlabeled=(rest,) if "unlabeled" in arm.split("+") else (),
         teacher_edits=edits if "edits" in arm.split("+") else 0,
     )
@@ -157,6 +159,9 @@ def main() -> None:
     parser.add_argument("--edits", type=int, default=20, help="teacher_edits of the edits arms: sentences per row")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--teacher", default="multilingual-e5-small")
+    parser.add_argument(
+        "--teacher-head", choices=("new", "probe"), default=None, help="[teacher] head (default: its default)"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/transfer_set"))
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -182,7 +187,17 @@ def main() -> None:
             for arm in args.arms.split(","):
                 if arm not in ARMS:
                     parser.error(f"unknown arm {arm!r}: use any of {', '.join(ARMS)}")
-                result = run_arm(arm, labeled_path, rest_path, test_path, args.teacher, base / arm, seed, args.edits)
+                result = run_arm(
+                    arm,
+                    labeled_path,
+                    rest_path,
+                    test_path,
+                    args.teacher,
+                    base / arm,
+                    seed,
+                    args.edits,
+                    args.teacher_head,
+                )
                 row = {"dataset": args.dataset, "size": size, "seed": seed, "arm": arm, "probe": line["probe"]["all"]}
                 row.update(result)
                 results.append(row)

@@ -159,8 +159,8 @@ class TeacherTrainSettings(StageSettings):
     # "new": BERT's [CLS] pooler and a new random head; "probe": the head reads the mean of the last hidden
     # states and starts as a linear probe on the frozen model, judged on dev as epoch 0 (teacher/probe.py).
     # Not the default yet: through the pipeline (its own 10% dev split picks the epoch) the probe head scored
-    # 85.3% test on 300 to-do rows and 80.8% on 100 (the frozen-embedding probe on all rows: 88.2, 81.2%);
-    # trained on all 300 rows to the end it reached 88.8%. A teacher trained before keeps its own head.
+    # 85.3% test on 300 to-do rows and 80.8% on 100 (the frozen-embedding probe on all rows: 88.2, 81.2%;
+    # docs/teacher.md). A teacher trained before keeps its own head.
     head: str = "new"
 
 

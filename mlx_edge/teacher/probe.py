@@ -5,9 +5,9 @@ Why: with a few hundred labels a new random head on BERT's [CLS] pooler fine-tun
 86.5% on the to-do test set (300 rows), below a logistic regression on multilingual-e5-small's frozen
 mean-pooled embeddings (86.5% without the "query: " prefix, 88.2% with it); the [CLS] pooler's own
 probe scored 82.5%. Starting the fine-tune from the probe on mean-pooled features, the dev split
-judges the probe itself as epoch 0, so a teacher is never worse there than its own probe. Trained on
-all 300 rows for 150 steps it reached 88.8%; through the pipeline, whose 30-row dev split picks the
-epoch, 85.3% (settings.py: why it is not the default yet).
+judges the probe itself as epoch 0, so a teacher is never worse there than its own probe. Through the
+pipeline, whose 30-row dev split picks the epoch, it scored 85.3% (docs/teacher.md: why it is not the
+default yet).
 """
 
 from __future__ import annotations
