@@ -22,6 +22,7 @@ from bridges.static_mirror import StaticMirror, load_static_mirror
 from mlx_edge.errors import ModelError
 from mlx_edge.models.checkpoint import read_float_weights
 from mlx_edge.models.static import MODEL_TYPE as STATIC
+from mlx_edge.teacher.source import masked_mean
 
 # Added to padded positions' attention scores. Not the dtype's minimum (as in MLX): an fp16
 # program casts finfo(float32).min to -inf, and a fully padded row then softmaxes to NaN.
@@ -186,9 +187,8 @@ class MirrorBert(nn.Module):
         mask = (1.0 - attention_mask.to(x.dtype))[:, None, None, :] * MASK_VALUE
         for layer in self.bert.encoder.layer:
             x = layer(x, mask)
-        if getattr(self.config, "classifier_pooling", "cls") == "mean":  # the masked mean, as models/bert.py
-            keep = attention_mask.to(x.dtype)[..., None]
-            embedding = (x * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
+        if getattr(self.config, "classifier_pooling", "cls") == "mean":  # as models/bert.py
+            embedding = masked_mean(x, attention_mask)
         else:
             embedding = self.bert.pooler(x)
         return embedding, self.classifier(_dropout(self, embedding, self.p))

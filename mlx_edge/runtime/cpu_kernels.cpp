@@ -14,13 +14,15 @@
 // Built by `mlx-edge doctor --build` (scripts/setup.sh runs it; mlx_edge/runtime/kernels.py) against
 // the installed MLX's headers and the nanobind it was built with; nothing here runs on Metal or CUDA
 // (fastmath.enabled() is Linux CPU only). Float32 only: callers fall back to their MLX expressions for
-// other dtypes. First derivatives only: a second one raises (see no_second_derivative).
+// other dtypes. First derivatives only: a second one raises (see FirstOrderOnly).
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -257,7 +259,7 @@ inline v8f load8(const float* p) {
 }
 inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
 
-// Inference attention for (batch, head) pairs [first, last): q, k, v and the context are rows of
+// Inference attention for all `pairs` (batch row, head) pairs: q, k, v and the context are rows of
 // heads * d floats, as the projections give them (no split or merge of heads); `mask` is the
 // additive key mask, one row of `len` floats per batch row. Per pair, K is transposed and V copied
 // once, padded to 16-float tiles (a padded key scores -inf); then, four query rows at a time, the
@@ -267,7 +269,7 @@ inline void store8(float* p, v8f v) { std::memcpy(p, &v, sizeof v); }
 
 void attention_pairs(const float* __restrict q, const float* __restrict k, const float* __restrict v,
                      const float* __restrict mask, float* __restrict out, size_t len, size_t heads, size_t d,
-                     float scale, size_t first, size_t last) {
+                     float scale, size_t pairs) {
   const size_t width = heads * d;
   const size_t dp = (d + 15) / 16 * 16;     // V's columns, padded to whole 16-float tiles
   const size_t lp = (len + 15) / 16 * 16;   // keys, padded likewise
@@ -278,7 +280,7 @@ void attention_pairs(const float* __restrict q, const float* __restrict k, const
   float* __restrict sp = s.data();
   float* __restrict mp = mk.data();
   float* __restrict qp = qs.data();
-  for (size_t pair = first; pair < last; ++pair) {
+  for (size_t pair = 0; pair < pairs; ++pair) {
     const size_t b = pair / heads, h = pair % heads;
     const size_t base = b * len * width + h * d;
     for (size_t j = 0; j < len; ++j) {
@@ -374,26 +376,29 @@ class CpuOnly : public mx::Primitive {
   }
 };
 
-// The backward passes are written for one differentiation: differentiating them again raises (MLX's
-// default would be "not implemented"; the GELU derivative's would silently be 0, see KeptDerivative).
-[[noreturn]] void no_second_derivative(const char* op) {
-  throw std::invalid_argument(std::string("mlx-edge's CPU ") + op +
-                              " has no second derivative; set MLX_EDGE_CPU_KERNELS=0 for higher-order gradients");
-}
-
-class FirstOrderOnly : public CpuOnly {
+// A primitive that must not be differentiated: either derivative raises `why` (MLX's default would be
+// "not implemented"; the GELU derivative's would silently be 0, see KeptDerivative).
+class NoDerivative : public CpuOnly {
  public:
-  FirstOrderOnly(mx::Stream s, const char* op) : CpuOnly(s), op_(op) {}
+  NoDerivative(mx::Stream s, std::string why) : CpuOnly(s), why_(std::move(why)) {}
   std::vector<array> vjp(const std::vector<array>&, const std::vector<array>&, const std::vector<int>&,
                          const std::vector<array>&) override {
-    no_second_derivative(op_);
+    throw std::invalid_argument(why_);
   }
   std::vector<array> jvp(const std::vector<array>&, const std::vector<array>&, const std::vector<int>&) override {
-    no_second_derivative(op_);
+    throw std::invalid_argument(why_);
   }
 
  private:
-  const char* op_;
+  std::string why_;
+};
+
+// The backward passes are written for one differentiation: differentiating them again raises.
+class FirstOrderOnly : public NoDerivative {
+ public:
+  FirstOrderOnly(mx::Stream s, const char* op)
+      : NoDerivative(s, std::string("mlx-edge's CPU ") + op +
+                            " has no second derivative; set MLX_EDGE_CPU_KERNELS=0 for higher-order gradients") {}
 };
 
 // GELU'(x) as Gelu's second output, seen through a primitive of its own that shares the buffer (no
@@ -570,24 +575,20 @@ class Dropout : public CpuOnly {
 // only: it has no derivative (training runs the explicit form, whose probabilities dropout and the
 // attention loss need). One thread, the stream's: a second one measured no faster on 2 cores, where
 // OpenBLAS's workers spin between the projections, and batch inference already runs one stream per core.
-class Attention : public CpuOnly {
+class Attention : public NoDerivative {
  public:
-  Attention(mx::Stream s, int heads, float scale) : CpuOnly(s), heads_(heads), scale_(scale) {}
+  Attention(mx::Stream s, int heads, float scale)
+      : NoDerivative(s, "mlx-edge's CPU attention is for inference only (it has no derivative)"),
+        heads_(heads),
+        scale_(scale) {}
   void eval_cpu(const std::vector<array>& in, std::vector<array>& out) override {
     auto& enc = prepare(in, out);
     size_t batch = in[0].shape(0), len = in[0].shape(1), width = in[0].shape(2), heads = heads_;
     enc.dispatch([q = in[0].data<float>(), k = in[1].data<float>(), v = in[2].data<float>(),
                   mask = in[3].data<float>(), o = out[0].data<float>(), batch, len, heads, d = width / heads,
                   scale = scale_] {
-      attention_pairs(q, k, v, mask, o, len, heads, d, scale, 0, batch * heads);
+      attention_pairs(q, k, v, mask, o, len, heads, d, scale, batch * heads);
     });
-  }
-  std::vector<array> vjp(const std::vector<array>&, const std::vector<array>&, const std::vector<int>&,
-                         const std::vector<array>&) override {
-    throw std::invalid_argument("mlx-edge's CPU attention is for inference only (it has no derivative)");
-  }
-  std::vector<array> jvp(const std::vector<array>&, const std::vector<array>&, const std::vector<int>&) override {
-    throw std::invalid_argument("mlx-edge's CPU attention is for inference only (it has no derivative)");
   }
   const char* name() const override { return "MlxEdgeAttention"; }
   bool is_equivalent(const mx::Primitive& other) const override {

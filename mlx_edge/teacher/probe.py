@@ -40,3 +40,11 @@ def fit_linear_head(
     weight = (w / std[:, None]).T
     bias = b - (mean / std) @ w
     return weight.astype(np.float32), bias.astype(np.float32)
+
+
+def probe_loss(features: np.ndarray, weight: np.ndarray, bias: np.ndarray, labels: np.ndarray) -> float:
+    """The fitted head's mean cross-entropy on `features` (epoch 0's training loss)."""
+    logits = features @ weight.T + bias
+    logits = logits - logits.max(axis=1, keepdims=True)
+    y = np.asarray(labels)
+    return float(np.mean(np.log(np.exp(logits).sum(axis=1)) - logits[np.arange(len(y)), y]))

@@ -123,6 +123,13 @@ def load_classifier(model_dir: Path, **kwargs):
     return use_classifier_pooling(net)
 
 
+def masked_mean(hidden, mask):
+    """PyTorch: (B, L, H) hidden states, (B, L) 1/0 mask -> (B, H), the mean over real tokens (the
+    torch twin of models/bert.py's mean_pool; the PyTorch mirror pools with it too)."""
+    keep = mask.to(hidden.dtype).unsqueeze(-1)
+    return (hidden * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
+
+
 def use_classifier_pooling(net, pooling: str | None = None):
     """Make a transformers BERT classifier pool as its config's `classifier_pooling` says (`pooling`
     sets it first). "mean": the head reads the mean of the last hidden states over real tokens, as
@@ -146,10 +153,7 @@ def use_classifier_pooling(net, pooling: str | None = None):
 
     def mean_pool(hidden):
         mask = seen.get("mask")
-        if mask is None:
-            return hidden.mean(dim=1)
-        keep = mask.to(hidden.dtype).unsqueeze(-1)
-        return (hidden * keep).sum(dim=1) / keep.sum(dim=1).clamp(min=1.0)
+        return hidden.mean(dim=1) if mask is None else masked_mean(hidden, mask)
 
     body.register_forward_pre_hook(keep_mask, with_kwargs=True)
     body.pooler.forward = mean_pool

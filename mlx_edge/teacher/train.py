@@ -33,7 +33,7 @@ from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.devices import torch_placement
 from mlx_edge.runtime.distributed import init_ranks
 from mlx_edge.settings import AUTO_LENGTHS, TEACHER, TeacherTrainSettings
-from mlx_edge.teacher.probe import fit_linear_head
+from mlx_edge.teacher.probe import fit_linear_head, probe_loss
 from mlx_edge.teacher.source import (
     check_local_model,
     check_tokenizer_files,
@@ -372,12 +372,9 @@ def pooled_features(net, ids: list[np.ndarray], *, pad_id: int, device, batch_si
 
 def probe_metrics(features, weight, bias, start: float, train_y, dev_pred, dev_y, classes: int) -> dict:
     """Epoch 0's metrics line: the linear probe's training cross-entropy and its dev scores."""
-    logits = features @ weight.T + bias
-    logits = logits - logits.max(axis=1, keepdims=True)
-    loss = float(np.mean(np.log(np.exp(logits).sum(axis=1)) - logits[np.arange(len(train_y)), train_y]))
     return {
         "epoch": 0,
-        "train_loss": loss,
+        "train_loss": probe_loss(features, weight, bias, train_y),
         "dev_accuracy": accuracy(dev_pred, dev_y),
         "dev_macro_f1": macro_f1(dev_pred, dev_y, classes),
         "learning_rate": 0.0,

@@ -29,7 +29,7 @@ from mlx_edge.models.bert import BertForSequenceClassification
 from mlx_edge.models.checkpoint import copy_tokenizer_files, load_model, save_model
 from mlx_edge.models.inference import BatchForward, predict_ids
 from mlx_edge.runtime.devices import mlx_device
-from mlx_edge.teacher.probe import fit_linear_head
+from mlx_edge.teacher.probe import fit_linear_head, probe_loss
 
 WORK_NAME = "mlx-train-state"  # the loop's checkpoints, inside the staging directory until the end
 PROBE_NAME = "probe-epoch-0"  # the linear-probe model (epoch 0), inside staging until the loop is done
@@ -178,11 +178,7 @@ def _probe_epoch(model, train_ids, train_y, pad_id, batch_size, evaluate, stagin
     weight, bias = fit_linear_head(features, np.asarray(train_y), model.config.num_labels)
     model.classifier.weight = mx.array(weight)
     model.classifier.bias = mx.array(bias)
-    metrics = {"epoch": 0, **evaluate()}
-    logits = features @ weight.T + bias
-    logits -= logits.max(axis=1, keepdims=True)
-    y = np.asarray(train_y)
-    metrics["train_ce"] = float(np.mean(np.log(np.exp(logits).sum(axis=1)) - logits[np.arange(len(y)), y]))
+    metrics = {"epoch": 0, **evaluate(), "train_ce": probe_loss(features, weight, bias, train_y)}
     metrics["samples_per_second"] = len(train_ids) / max(time.perf_counter() - start, 1e-9)
     model.train()
     save_model(model, staging / PROBE_NAME)
