@@ -36,7 +36,7 @@ NOTES = {
     "teacher": "Either fine-tune `model`, or use a teacher you already trained with `dir`.",
     "augment": "Optional: synthetic rows per class, cleaned by the teacher; uncomment it to run (needs [data] dev).",
     "label": "The teacher layers to cache follow from [distill] (student, layer_map, loss weights).",
-    "distill": "The fp16 bundle's student; the int8 and int4 bundles start from these settings too.",
+    "distill": "The student every bundle but static is made from (int4: when it is auto), and their settings.",
 }
 
 UNSET_SEED, UNSET_DEVICE = "unset: [pipeline] seed", "unset: [pipeline] device"
@@ -109,7 +109,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "shard_size": "examples per shard file (a resume starts after the last)",
     },
     "distill": {
-        "student": "tiny | small | small-512 | half | static | a config .json | a student dir",
+        "student": "auto | tiny | small | small-512 | half | static | a config .json | a student dir",
         "init": "auto | teacher | embeddings | random: where the weights start",
         "vocab": "auto | seen | seen+chars | seen+script | all: the pieces kept",
         "vocab_extra": f"unset: {NEW_STUDENT_VOCAB_EXTRA} for a new student; more likely teacher pieces",

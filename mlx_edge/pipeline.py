@@ -342,7 +342,7 @@ def run_pipeline(
 
     stage("label", targets_dir, label_fp, label)
 
-    # 3. distill: [distill]'s student (the fp16 bundle's; int8 splits it)
+    # 3. distill: [distill]'s student (the fp16 bundle's; int8 splits it, and int4 when it is `auto`)
     student_dir = out / "student"
     distill_fp = fingerprint("distill", ds, label_fp)
     inputs = ladder.Inputs(
@@ -360,11 +360,12 @@ def run_pipeline(
         held_out=held_out,
         progress=progress,
     )
-    if {"fp16", "int8"} & set(config.bundles):
+    if ladder.needs_student(config.bundles, ds):
         stage("distill", student_dir, distill_fp, lambda: ladder.distill_student(inputs, student_dir))
 
     # 4. the bundle ladder: each kind's steps (distillations, then its export) as stages of their own
-    rungs = [ladder.rung(kind, student_width=_width(student_dir)) for kind in config.bundles]
+    shared = ladder.shares_student(ds)
+    rungs = [ladder.rung(kind, student_width=_width(student_dir), shared=shared) for kind in config.bundles]
     for rung in rungs:
         upstream = distill_fp  # [distill]'s settings and the targets: every kind's students read both
         for step in rung.steps:

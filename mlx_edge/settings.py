@@ -207,7 +207,7 @@ class DistillSettings(StageSettings):
         "attention_loss": ("mse", "kl"),
     }
 
-    student: str = "tiny"
+    student: str = "auto"  # 4 layers cut to int4's widths (distill/student.py auto_shape): one student, every bundle
     init: str = "auto"  # auto: cut from the teacher when its shape allows (heads, widths), else embeddings
     vocab: str = "auto"  # auto: seen+script for a new student, the student's own when continuing one
     vocab_extra: int | None = None  # the teacher's likeliest pieces kept beyond the vocab mode's;

@@ -59,6 +59,55 @@ def test_the_ladder_makes_every_bundle_checks_each_and_recommends_one(base_dir, 
     assert statuses[:-2] == ["skipped (up to date)"] * 12 and statuses[-2:] == ["ran", "ran"]  # check, report
 
 
+@pytest.mark.slow  # three distillations and three exports of micro models
+def test_the_auto_student_is_the_int4_bundles_student_too(base_dir, toy_data, tmp_path):
+    """With `student = "auto"` (the default) int4 splits and quantizes [distill]'s student: no student of
+    its own, and the split starts from the distilled weights (1 epoch at 1e-5 barely moves them)."""
+    import numpy as np
+    from mlx.utils import tree_flatten
+
+    from mlx_edge.models.checkpoint import load_model
+
+    config = write_config(tmp_path, base_dir, toy_data, bundles=("fp16", "int8", "int4"), student="auto", init="auto")
+    result = CliRunner().invoke(main, ["run", str(config), "--quiet"])
+    assert result.exit_code == 0, result.output
+    work = tmp_path / "work"
+    report = json.loads((work / "report.json").read_text())
+    assert [s["name"] for s in report["stages"]] == [
+        "teacher", "label", "distill", "export", "int8 split", "int8 export", "int4 split", "int4 qat",
+        "int4 export", "check", "report",
+    ]  # fmt: skip
+    assert not (work / "student-int4-float").exists()
+    rows = {row["bundle"]: row for row in report["bundles"]}
+    assert rows["fp16"]["kind"] == "bert 2x32"  # the micro teacher's 2 layers, 32 wide (32 and its 4 heads divide it)
+    assert rows["int4"]["kind"].startswith("bert 2x32") and rows["int4"]["precision"] == "int4-block QAT"
+    assert report["check"] == {"ok": True, "failed": []}
+
+    def layer(directory):
+        weights = dict(tree_flatten(load_model(directory).parameters()))
+        return np.asarray(weights["bert.encoder.layer.1.attention.self.query.weight"])
+
+    student, split = layer(work / "student"), layer(work / "student-int4-split")
+    assert np.abs(split - student).max() < 1e-2 < np.abs(student).max()
+
+
+def test_the_auto_student_follows_the_teacher_and_falls_back_to_tiny():
+    from mlx_edge.distill.student import PRESETS, student_config
+    from mlx_edge.ladder import shares_student
+    from mlx_edge.models.bert import BertConfig
+    from mlx_edge.settings import DistillSettings
+
+    e5 = BertConfig(hidden_size=384, num_attention_heads=12, intermediate_size=1536, num_hidden_layers=12)
+    auto, source = student_config("auto", e5)
+    assert (auto.num_hidden_layers, auto.hidden_size, auto.intermediate_size, source) == (4, 288, 1536, None)
+    narrow = BertConfig(hidden_size=24, num_attention_heads=2, intermediate_size=48, num_hidden_layers=2)
+    fallback, _ = student_config("auto", narrow)  # no cut that 32 and 2 heads divide: TinyBERT-4's shape
+    assert (fallback.hidden_size, fallback.intermediate_size) == (PRESETS["tiny"]["hidden_size"], 1200)
+    assert shares_student(DistillSettings()) and DistillSettings().student == "auto"
+    assert not shares_student(DistillSettings(student="tiny"))
+    assert not shares_student(DistillSettings(embedding_size=128))  # a factorized table: int4 splits its own
+
+
 def test_an_unknown_bundle_kind_gets_one_line(tmp_path, base_dir, toy_data):
     config = write_config(tmp_path, base_dir, toy_data, bundles=("fp16", "int3"))
     result = CliRunner().invoke(main, ["run", str(config)])

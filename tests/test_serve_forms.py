@@ -140,7 +140,6 @@ def test_the_worker_lists_the_ladders_stages_in_the_order_the_pipeline_runs_them
         "export",
         "int8 split",
         "int8 export",
-        "int4 student",
         "int4 split",
         "int4 qat",
         "int4 export",

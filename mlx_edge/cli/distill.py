@@ -51,7 +51,9 @@ from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
     "--student",
     default=DISTILL.student,
     show_default=True,
-    help="Preset (tiny, small, small-512, half), a BERT config .json, a student directory to continue, or "
+    help="auto (4 layers cut from the teacher, widths 32 and its heads divide, at most 288 wide: the "
+    "shape the int4 bundle needs), a preset (tiny, small, small-512, half), a BERT config .json, a student "
+    "directory to continue, or "
     "static: a token table from the teacher's embeddings, mean-pooled (model2vec style; its own defaults: "
     f"--vocab-extra {STATIC.vocab_extra} --learning-rate {STATIC.learning_rate:g} --epochs {STATIC.epochs} unless given; "
     "no layers, so kd/ce losses only).",

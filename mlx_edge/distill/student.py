@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,12 +32,37 @@ PRESETS = {
 }
 INIT_MODES = ("random", "embeddings", "teacher", "student")
 
+# `auto`, the default student: 4 layers cut from the teacher, as wide as both the int4 kernels' groups
+# of 32 (MLX's and CoreML's blocks) and the teacher's heads divide, at most 288 wide, the teacher's FFN
+# (at most 1536, a multiple of 32): the one student the whole bundle ladder is made from (fp16, and
+# int8 and int4 split and quantize it). The demo's measured 4 x 288 for a 12-head teacher of 384 or more.
+AUTO_LAYERS, AUTO_WIDTH, AUTO_FFN, AUTO_GROUP = 4, 288, 1536, 32
+STUDENT_SPECS = ("auto", *PRESETS, "half")  # the named students (besides static, a file or a directory)
+
+
+def auto_shape(teacher: BertConfig) -> dict | None:
+    """The `auto` student's shape for `teacher`, or None when no cut of it has widths that both 32 and
+    its heads divide (e.g. 24 wide with 2 heads)."""
+    step = math.lcm(AUTO_GROUP, teacher.num_attention_heads)
+    width = min(AUTO_WIDTH, teacher.hidden_size) // step * step
+    ffn = min(AUTO_FFN, teacher.intermediate_size) // AUTO_GROUP * AUTO_GROUP
+    if width == 0 or ffn == 0:
+        return None
+    return {
+        "num_hidden_layers": min(AUTO_LAYERS, teacher.num_hidden_layers),
+        "hidden_size": width,
+        "num_attention_heads": teacher.num_attention_heads,
+        "intermediate_size": ffn,
+        "hidden_act": teacher.hidden_act,
+    }
+
 
 def student_config(spec: str, teacher: BertConfig) -> tuple[BertConfig, Path | None]:
     """(config, source directory if `spec` is an existing student). Vocabulary and labels follow the teacher.
 
-    `spec`: a preset (tiny, small, small-512, half: the teacher's width with half its layers),
-    a BERT config.json file, or a student directory to continue from.
+    `spec`: auto (`auto_shape`; `tiny` for a teacher with no such cut), a preset (tiny, small,
+    small-512, half: the teacher's width with half its layers), a BERT config.json file, or a student
+    directory to continue from.
     """
     shared = dict(
         vocab_size=teacher.vocab_size,
@@ -50,6 +76,8 @@ def student_config(spec: str, teacher: BertConfig) -> tuple[BertConfig, Path | N
         return replace(
             teacher, num_hidden_layers=max(1, teacher.num_hidden_layers // 2), classifier_pooling="cls"
         ), None
+    if spec == "auto":
+        return BertConfig(**{**(auto_shape(teacher) or PRESETS["tiny"]), **shared}), None
     if spec in PRESETS:
         return BertConfig(**{**PRESETS[spec], **shared}), None
     path = Path(spec)
@@ -99,7 +127,7 @@ def student_config(spec: str, teacher: BertConfig) -> tuple[BertConfig, Path | N
         return config, None
     raise DistillError(
         f"unknown student {spec!r}",
-        f"use a preset ({', '.join([*PRESETS, 'half'])}), a config .json, or a student directory",
+        f"use auto or a preset ({', '.join(STUDENT_SPECS[1:])}), a config .json, or a student directory",
     )
 
 

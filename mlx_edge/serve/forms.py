@@ -7,14 +7,14 @@ import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from mlx_edge.distill.student import PRESETS
+from mlx_edge.distill.student import STUDENT_SPECS
 from mlx_edge.models.builtin import BUILTIN_TEACHERS, PACKAGED_TEACHERS
 from mlx_edge.models.builtin_llm import BUILTIN_LLMS
 from mlx_edge.runtime.devices import DEVICE_CHOICES
 from mlx_edge.settings import ADAPT, BUNDLE_KINDS, DEMO_TEACHER, DISTILL, PIPELINE, TEACHER
 
 KINDS = ("distill", "adapt")
-STUDENTS = (*PRESETS, "half")
+STUDENTS = STUDENT_SPECS
 TEACHER_NAMES = (*BUILTIN_TEACHERS, *PACKAGED_TEACHERS)
 DEFAULT_LLM = next(iter(BUILTIN_LLMS))
 

@@ -26,7 +26,7 @@ from mlx_edge import progress as progress_events
 from mlx_edge.demo import demo_config
 from mlx_edge.errors import MlxEdgeError
 from mlx_edge.fileio import atomic_write_json, atomic_write_text
-from mlx_edge.pipeline import PipelineConfig, format_report, run_pipeline
+from mlx_edge.pipeline import PipelineConfig, format_report, run_pipeline, stage_settings
 from mlx_edge.runtime.devices import mlx_device, torch_placement
 from mlx_edge.serve.db import Database
 from mlx_edge.serve.forms import current_params
@@ -67,8 +67,10 @@ def pipeline_config(params: dict, directory: Path, uploads: dict[str, str]) -> P
 
 def stage_names(config: PipelineConfig) -> list[str]:
     """The pipeline's stages for this config, in the order it runs them (mlx_edge/pipeline.py run_pipeline)."""
-    distill = ["distill"] if {"fp16", "int8"} & set(config.bundles) else []  # the student fp16 and int8 start from
-    steps = [step.name for kind in config.bundles for step in ladder.rung(kind).steps]
+    settings = stage_settings(config, "distill")
+    distill = ["distill"] if ladder.needs_student(config.bundles, settings) else []  # the student the kinds start from
+    shared = ladder.shares_student(settings)
+    steps = [step.name for kind in config.bundles for step in ladder.rung(kind, shared=shared).steps]
     optional = [name for name, on in (("augment", config.augment), ("edits", config.teacher_edits)) if on]
     return ["teacher", *optional, "label", *distill, *steps, "check"]
 
@@ -76,8 +78,9 @@ def stage_names(config: PipelineConfig) -> list[str]:
 def epoch_files(config: PipelineConfig) -> dict[str, tuple[str, ...]]:
     """Where each training stage writes its per-epoch metrics: the ladder's distillations as [distill]'s."""
     files = dict(EPOCH_FILES)
+    shared = ladder.shares_student(stage_settings(config, "distill"))
     for kind in config.bundles:
-        for step in ladder.rung(kind).steps:
+        for step in ladder.rung(kind, shared=shared).steps:
             if not step.export:
                 files[step.name] = (f".{step.output}.work/metrics.jsonl", f"{step.output}/metrics.jsonl")
     return files
