@@ -121,7 +121,16 @@ ARMS = ("none", "unlabeled", "edits", "edits+unlabeled")
 
 
 def run_arm(
-    arm: str, labeled: Path, rest: Path, test: Path, teacher: str, out: Path, seed: int, edits: int, head: str | None
+    arm: str,
+    labeled: Path,
+    rest: Path,
+    test: Path,
+    teacher: str,
+    out: Path,
+    seed: int,
+    edits: int,
+    head: str | None,
+    student: str | None = None,
 ) -> dict:
     from mlx_edge.pipeline import PipelineConfig, run_pipeline
 
@@ -135,6 +144,7 @@ def run_arm(
         teacher={"dir": str(trained[0].parent)} if trained else {"model": teacher, **({"head": head} if head else {})},
         unlabeled=(rest,) if "unlabeled" in arm.split("+") else (),
         teacher_edits=edits if "edits" in arm.split("+") else 0,
+        distill={"student": student} if student else {},
     )
     start = time.perf_counter()
     report = run_pipeline(config, progress=False)
@@ -162,6 +172,7 @@ def main() -> None:
     parser.add_argument(
         "--teacher-head", choices=("new", "probe"), default=None, help="[teacher] head (default: its default)"
     )
+    parser.add_argument("--student", default=None, help="[distill] student (default: its default, auto)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/transfer_set"))
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -197,6 +208,7 @@ def main() -> None:
                     seed,
                     args.edits,
                     args.teacher_head,
+                    args.student,
                 )
                 row = {"dataset": args.dataset, "size": size, "seed": seed, "arm": arm, "probe": line["probe"]["all"]}
                 row.update(result)
