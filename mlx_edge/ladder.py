@@ -112,6 +112,12 @@ def needs_student(bundles: tuple[str, ...], settings: DistillSettings) -> bool:
     return bool({"fp16", "int8"} & set(bundles)) or ("int4" in bundles and shares_student(settings))
 
 
+def rungs(bundles: tuple[str, ...], settings: DistillSettings, *, student_width: int | None = None) -> list[Rung]:
+    """The rung of each kind in `bundles`, in order, for these [distill] settings (`rung`'s arguments)."""
+    shared = shares_student(settings)
+    return [rung(kind, student_width=student_width, shared=shared) for kind in bundles]
+
+
 def check_ladder(bundles: tuple[str, ...], distill_settings: DistillSettings, teacher: BertConfig | None) -> None:
     """Refuse, before any work, a ladder entry this setup cannot make (ConfigError, one line)."""
     PipelineSettings(bundles=tuple(bundles))  # known kinds, each once (ConfigError otherwise)

@@ -364,8 +364,7 @@ def run_pipeline(
         stage("distill", student_dir, distill_fp, lambda: ladder.distill_student(inputs, student_dir))
 
     # 4. the bundle ladder: each kind's steps (distillations, then its export) as stages of their own
-    shared = ladder.shares_student(ds)
-    rungs = [ladder.rung(kind, student_width=_width(student_dir), shared=shared) for kind in config.bundles]
+    rungs = ladder.rungs(config.bundles, ds, student_width=_width(student_dir))
     for rung in rungs:
         upstream = distill_fp  # [distill]'s settings and the targets: every kind's students read both
         for step in rung.steps:

@@ -69,8 +69,7 @@ def stage_names(config: PipelineConfig) -> list[str]:
     """The pipeline's stages for this config, in the order it runs them (mlx_edge/pipeline.py run_pipeline)."""
     settings = stage_settings(config, "distill")
     distill = ["distill"] if ladder.needs_student(config.bundles, settings) else []  # the student the kinds start from
-    shared = ladder.shares_student(settings)
-    steps = [step.name for kind in config.bundles for step in ladder.rung(kind, shared=shared).steps]
+    steps = [step.name for rung in ladder.rungs(config.bundles, settings) for step in rung.steps]
     optional = [name for name, on in (("augment", config.augment), ("edits", config.teacher_edits)) if on]
     return ["teacher", *optional, "label", *distill, *steps, "check"]
 
@@ -78,9 +77,8 @@ def stage_names(config: PipelineConfig) -> list[str]:
 def epoch_files(config: PipelineConfig) -> dict[str, tuple[str, ...]]:
     """Where each training stage writes its per-epoch metrics: the ladder's distillations as [distill]'s."""
     files = dict(EPOCH_FILES)
-    shared = ladder.shares_student(stage_settings(config, "distill"))
-    for kind in config.bundles:
-        for step in ladder.rung(kind, shared=shared).steps:
+    for rung in ladder.rungs(config.bundles, stage_settings(config, "distill")):
+        for step in rung.steps:
             if not step.export:
                 files[step.name] = (f".{step.output}.work/metrics.jsonl", f"{step.output}/metrics.jsonl")
     return files
