@@ -69,10 +69,10 @@ def test_softmax_and_its_gradient_match_mlx_with_masked_keys_and_odd_widths(k):
 
 def _attention_reference(q, k, v, mask, heads, scale):
     """MLX's own ops only (no mlx-edge kernel): split heads, masked scores, mx.softmax, merge."""
-    B, L, _ = q.shape
-    qh, kh, vh = (t.reshape(B, L, heads, -1).transpose(0, 2, 1, 3) for t in (q, k, v))
+    B, Lq, _ = q.shape
+    qh, kh, vh = (t.reshape(B, t.shape[1], heads, -1).transpose(0, 2, 1, 3) for t in (q, k, v))
     scores = (qh * scale) @ kh.transpose(0, 1, 3, 2) + mask
-    return (mx.softmax(scores, axis=-1, precise=True) @ vh).transpose(0, 2, 1, 3).reshape(B, L, -1)
+    return (mx.softmax(scores, axis=-1, precise=True) @ vh).transpose(0, 2, 1, 3).reshape(B, Lq, -1)
 
 
 @linux
@@ -106,6 +106,36 @@ def test_the_inference_attention_matches_mlx_values_and_gradients(k, batch, leng
 
 
 @linux
+@pytest.mark.parametrize(
+    "batch, length, queries, heads, head_dim", [(2, 128, 1, 12, 26), (3, 37, 5, 4, 32), (1, 70, 1, 6, 24)]
+)
+def test_the_inference_attention_takes_fewer_query_rows_than_keys(k, batch, length, queries, heads, head_dim):
+    """The last layer of a [CLS]-pooled model asks for its first row alone: the same numbers as those
+    rows of the full attention, and of MLX's own ops, with padded keys still masked."""
+    rng = _rng(batch * 100 + length)
+    q, kk, v = (
+        mx.array(rng.normal(scale=2.0, size=(batch, length, heads * head_dim)).astype(np.float32)) for _ in range(3)
+    )
+    keep = np.ones((batch, length), bool)
+    keep[-1, length // 3 :] = False
+    mask = mx.array(np.where(keep, 0.0, np.finfo(np.float32).min).astype(np.float32)[:, None, None, :])
+    scale = 1.0 / np.sqrt(head_dim)
+    first = q[:, :queries]
+    want = _attention_reference(first, kk, v, mask, heads, scale)
+    got = k.attention(first, kk, v, mask, heads, scale)
+    assert got.shape == (batch, queries, heads * head_dim)
+    np.testing.assert_allclose(np.array(got), np.array(want), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        np.array(got), np.array(k.attention(q, kk, v, mask, heads, scale))[:, :queries], rtol=1e-6, atol=1e-6
+    )
+    g = mx.array(rng.normal(size=want.shape).astype(np.float32))
+    ours = mx.grad(lambda a, b, c: (fastmath.attention(a, b, c, mask, heads, scale) * g).sum(), argnums=(0, 1, 2))
+    theirs = mx.grad(lambda a, b, c: (_attention_reference(a, b, c, mask, heads, scale) * g).sum(), argnums=(0, 1, 2))
+    for a, b in zip(ours(first, kk, v), theirs(first, kk, v)):
+        np.testing.assert_allclose(np.array(a), np.array(b), atol=5e-5)
+
+
+@linux
 def test_the_inference_attention_refuses_what_it_cannot_compute(k):
     q = mx.zeros((1, 4, 6))
     mask = mx.zeros((1, 1, 1, 4))
@@ -113,8 +143,10 @@ def test_the_inference_attention_refuses_what_it_cannot_compute(k):
         k.attention(q, q, q, mask, 4, 1.0)
     with pytest.raises(ValueError, match="one additive value per"):
         k.attention(q, q, q, mx.zeros((1, 1, 1, 3)), 2, 1.0)
-    with pytest.raises(ValueError, match="alike"):
-        k.attention(q, mx.zeros((1, 5, 6)), q, mask, 2, 1.0)
+    with pytest.raises(ValueError, match="k, v"):
+        k.attention(q, mx.zeros((1, 5, 6)), q, mask, 2, 1.0)  # k and v of different lengths
+    with pytest.raises(ValueError, match="no more query rows than keys"):
+        k.attention(mx.zeros((1, 5, 6)), q, q, mask, 2, 1.0)
     with pytest.raises(ValueError, match="no derivative"):
         mx.grad(lambda a: k.attention(a, a, a, mask, 2, 1.0).sum())(q)
     # where the kernel cannot run, the caller gets None and runs the explicit form

@@ -259,22 +259,23 @@ def softmax(x: mx.array) -> mx.array:
 
 
 def attention(q: mx.array, k: mx.array, v: mx.array, mask: mx.array, heads: int, scale: float) -> mx.array | None:
-    """softmax(q k^T * scale + mask) v per head, heads merged: q, k, v are the (B, L, heads * head_dim)
-    projections, mask the (B, 1, 1, L) additive key mask. The forward is one C++ kernel; a gradient
+    """softmax(q k^T * scale + mask) v per head, heads merged: k and v are the (B, L, heads * head_dim)
+    projections, q the (B, Lq, heads * head_dim) ones of the rows that attend (Lq <= L: all rows, or
+    [CLS] alone), mask the (B, 1, 1, L) additive key mask. The forward is one C++ kernel; a gradient
     (e.g. through an eval-mode model) comes from the explicit form. None where the kernel cannot
     run (not built, not float32), and the caller runs the explicit form."""
     if _kernels_for(q) is None or not all(a.dtype == mx.float32 for a in (k, v, mask)):
         return None
-    if mask.size != q.shape[0] * q.shape[1]:
+    if mask.size != k.shape[0] * k.shape[1]:
         return None
     return _attention_function(heads, float(scale))(q, k, v, mask)
 
 
 def _explicit_attention(q, k, v, mask, heads: int, scale: float) -> mx.array:
-    B, L, _ = q.shape
-    qh, kh, vh = (t.reshape(B, L, heads, -1).transpose(0, 2, 1, 3) for t in (q, k, v))
+    B, L, _ = k.shape
+    qh, kh, vh = (t.reshape(B, t.shape[1], heads, -1).transpose(0, 2, 1, 3) for t in (q, k, v))
     probs = softmax((qh * scale) @ kh.transpose(0, 1, 3, 2) + mask.reshape(B, 1, 1, L))
-    return (probs @ vh).transpose(0, 2, 1, 3).reshape(B, L, -1)
+    return (probs @ vh).transpose(0, 2, 1, 3).reshape(B, q.shape[1], -1)
 
 
 @lru_cache(maxsize=64)
