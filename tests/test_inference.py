@@ -163,3 +163,45 @@ def test_a_single_sentence_on_a_linux_cpu_skips_mlxs_fused_attention(model, monk
     plain_logits = Latency(plain)(ids, mask)
     assert len(calls) == config.num_hidden_layers
     np.testing.assert_allclose(fast_logits, plain_logits, atol=1e-5)
+
+
+@pytest.mark.parametrize("fast_math", [True, False], ids=["fast-math", "plain"])
+def test_logits_only_runs_the_last_layer_for_cls_alone_with_the_same_logits(model, fast_math):
+    """A [CLS]-pooled classifier reads nothing of the last layer but its [CLS] row: `logits_only` computes
+    that row alone (last_hidden is (B, 1, H)) and the logits stay the full forward's, eager, staged over
+    CPU streams (scores yielded) and compiled; a mean-pooled model, or one asked for hidden states, runs
+    every row as before."""
+    config = model.config
+    m = BertForSequenceClassification(config, fast_math=fast_math)
+    m.load_weights(tree_flatten(model.parameters()), strict=True)
+    m.eval()
+    rng = np.random.default_rng(4)
+    ids = rng.integers(1, 80, size=(5, 21)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, 7:] = 0
+    mask[4, 15:] = 0
+    full = m(mx.array(ids), mx.array(mask))
+    fast = m(mx.array(ids), mx.array(mask), logits_only=True)
+    assert full.last_hidden.shape == (5, 21, config.hidden_size)
+    assert fast.last_hidden.shape == (5, 1, config.hidden_size)
+    np.testing.assert_allclose(np.array(fast.logits), np.array(full.logits), atol=2e-5)
+    np.testing.assert_allclose(np.array(fast.last_hidden[:, 0]), np.array(full.last_hidden[:, 0]), atol=2e-5)
+    for shards in (1, 2):  # the staged path (softmax outside the model) and the sharded one alike
+        np.testing.assert_allclose(
+            BatchForward(m, batch_size=5, shards=shards).logits(ids, mask), np.array(full.logits), atol=2e-5
+        )
+    staged = inference.staged_forward(m, mx.array(ids), mx.array(mask), 1, logits_only=True)
+    assert staged.last_hidden.shape == (5, 1, config.hidden_size)
+    np.testing.assert_allclose(np.array(staged.logits), np.array(full.logits), atol=2e-5)
+    # hidden states asked for: every row of every layer, logits_only or not
+    kept = m(mx.array(ids), mx.array(mask), output_hidden_states=True, logits_only=True)
+    assert kept.hidden_states[-1].shape == (5, 21, config.hidden_size)
+    # a mean-pooled head reads every row of the last layer: nothing is skipped
+    config_mean = BertConfig(**{**vars(config), "classifier_pooling": "mean"})
+    mean = BertForSequenceClassification(config_mean, fast_math=fast_math)
+    mean.load_weights(tree_flatten(model.parameters()), strict=True)
+    mean.eval()
+    a = mean(mx.array(ids), mx.array(mask))
+    b = mean(mx.array(ids), mx.array(mask), logits_only=True)
+    assert b.last_hidden.shape == (5, 21, config.hidden_size)
+    np.testing.assert_allclose(np.array(b.logits), np.array(a.logits), atol=1e-6)

@@ -246,36 +246,43 @@ class BertSelfAttention(nn.Module):
         # the attention maps are the largest dropout input: a hashed mask is 2.2x cheaper on Linux CPUs
         self.dropout = _dropout(config.attention_probs_dropout_prob, fast)
 
-    def _heads(self, x: mx.array) -> tuple[mx.array, mx.array, mx.array]:
-        B, L, _ = x.shape  # (B, L, H) -> (B, heads, L, head_dim)
+    def _heads(self, x: mx.array, queries: mx.array | None = None) -> tuple[mx.array, mx.array, mx.array]:
+        """Q (from `queries`, default `x`), K and V, each (B, heads, rows, head_dim)."""
+        q_in = x if queries is None else queries
         return tuple(
-            proj(x).reshape(B, L, self.num_heads, -1).transpose(0, 2, 1, 3)
-            for proj in (self.query, self.key, self.value)
+            proj(h).reshape(h.shape[0], h.shape[1], self.num_heads, -1).transpose(0, 2, 1, 3)
+            for proj, h in ((self.query, q_in), (self.key, x), (self.value, x))
         )
 
-    def scores(self, x: mx.array, mask: mx.array) -> tuple[mx.array, mx.array]:
-        """(masked attention scores before the softmax, values): the first half of the attention."""
-        q, k, v = self._heads(x)
+    def scores(self, x: mx.array, mask: mx.array, queries: mx.array | None = None) -> tuple[mx.array, mx.array]:
+        """(masked attention scores before the softmax, values): the first half of the attention.
+        `queries`: the hidden states of the rows that attend (default: every row of `x`)."""
+        q, k, v = self._heads(x, queries)
         return (q * self.scale) @ k.transpose(0, 1, 3, 2) + mask, v
 
     def attend(self, probs: mx.array, v: mx.array) -> mx.array:
         """The second half: the attention probabilities applied to the values, heads merged back."""
         return _merge_heads(self.dropout(probs) @ v)
 
-    def __call__(self, x: mx.array, mask: mx.array, return_probs: bool) -> tuple[mx.array, mx.array | None]:
+    def __call__(
+        self, x: mx.array, mask: mx.array, return_probs: bool, queries: mx.array | None = None
+    ) -> tuple[mx.array, mx.array | None]:
+        """(the context at the query rows, the probabilities when asked). `queries`: the hidden states
+        of the rows that attend (default: every row of `x`, whose rows are the keys and values)."""
         # MLX's fused attention where it is fused (Metal); on a Linux CPU it falls back to MLX's
         # scalar-exp softmax (5.5 ms of one 12 x 128 x 128 sentence's 5.9 ms attention here), so
         # there the explicit form with fast math's softmax (the C++ kernel: 0.4 ms) runs instead
+        q_in = x if queries is None else queries
         if not (return_probs or self.training) and self.softmax is fastmath.softmax:
             # inference on a Linux CPU: the whole attention in one C++ kernel (runtime/cpu_kernels.cpp)
-            context = fastmath.attention(self.query(x), self.key(x), self.value(x), mask, self.num_heads, self.scale)
+            context = fastmath.attention(self.query(q_in), self.key(x), self.value(x), mask, self.num_heads, self.scale)
             if context is not None:
                 return context, None
         if return_probs or self.training or self.softmax is fastmath.softmax:
-            scores, v = self.scores(x, mask)
+            scores, v = self.scores(x, mask, queries)
             probs = self.softmax(scores)
             return self.attend(probs, v), probs
-        q, k, v = self._heads(x)
+        q, k, v = self._heads(x, queries)
         return _merge_heads(mx.fast.scaled_dot_product_attention(q, k, v, scale=self.scale, mask=mask)), None
 
 
@@ -304,9 +311,9 @@ class BertAttention(nn.Module):
         self.self = BertSelfAttention(config, fast)
         self.output = BertResidualOutput(config, config.hidden_size, fast)
 
-    def __call__(self, x, mask, return_probs):
-        context, probs = self.self(x, mask, return_probs)
-        return self.output(context, x), probs
+    def __call__(self, x, mask, return_probs, queries=None):
+        context, probs = self.self(x, mask, return_probs, queries)
+        return self.output(context, x if queries is None else queries), probs
 
 
 class BertIntermediate(nn.Module):
@@ -327,13 +334,16 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config, fast)
         self.output = BertResidualOutput(config, config.intermediate_size, fast)
 
-    def __call__(self, x, mask, return_probs):
-        attended, probs = self.attention(x, mask, return_probs)
+    def __call__(self, x, mask, return_probs, queries=None):
+        """(the layer's output at the query rows, the attention probabilities when asked). `queries`:
+        the rows of `x` whose output is wanted (default: all; keys and values are always all of `x`)."""
+        attended, probs = self.attention(x, mask, return_probs, queries)
         return self.output(self.intermediate(attended), attended), probs
 
     def after_softmax(self, x: mx.array, probs: mx.array, v: mx.array) -> mx.array:
         """The layer's output from its attention probabilities (`attention.self.scores` gave the
-        scores and values): what `__call__` computes when the softmax is taken elsewhere."""
+        scores and values): what `__call__` computes when the softmax is taken elsewhere. `x`: the
+        hidden states of the query rows (the residual)."""
         attended = self.attention.output(self.attention.self.attend(probs, v), x)
         return self.output(self.intermediate(attended), attended)
 
@@ -385,8 +395,11 @@ class BertForSequenceClassification(nn.Module):
         *,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        logits_only: bool = False,
     ) -> BertOutput:
-        steps = self.steps(input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions)
+        steps = self.steps(
+            input_ids, attention_mask, token_type_ids, output_hidden_states, output_attentions, logits_only=logits_only
+        )
         try:
             next(steps)
         except StopIteration as done:
@@ -401,25 +414,36 @@ class BertForSequenceClassification(nn.Module):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
         softmax_outside: bool = False,
+        logits_only: bool = False,
     ) -> Generator[mx.array, mx.array, BertOutput]:
         """The forward pass as a generator; its return value is the BertOutput.
 
         `softmax_outside`: each layer yields its masked attention scores (B, heads, L, L) and takes
         the probabilities back through `send`, so a caller can run the softmax itself (inference on
-        Linux CPUs, models/inference.py: NumPy's vectorized exp); otherwise it never yields."""
+        Linux CPUs, models/inference.py: NumPy's vectorized exp); otherwise it never yields.
+        `logits_only`: only the logits (and pooled) are wanted. With [CLS] pooling and no hidden states
+        or attentions asked for, the last layer then runs its query side (Q, attention, output, FFN)
+        for the [CLS] row alone: the other rows' last outputs feed nothing the classifier reads, so
+        the logits are the same and `last_hidden` is (B, 1, H). A 4-layer student saves ~3/16 of its
+        forward (the last layer's Q, O and FFN products over every other row)."""
         if attention_mask is None:
             attention_mask = mx.ones(input_ids.shape, dtype=mx.int32)
         x = self.bert.embeddings(input_ids, token_type_ids)
         mask = additive_mask(attention_mask, x.dtype)
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
-        for layer in self.bert.encoder.layer:
+        cls_only = (
+            logits_only and self.config.classifier_pooling == "cls" and not (output_hidden_states or output_attentions)
+        )
+        last = len(self.bert.encoder.layer) - 1
+        for i, layer in enumerate(self.bert.encoder.layer):
+            queries = x[:, :1] if cls_only and i == last else None
             if softmax_outside:
-                scores, v = layer.attention.self.scores(x, mask)
+                scores, v = layer.attention.self.scores(x, mask, queries)
                 probs = yield scores
-                x = layer.after_softmax(x, probs, v)
+                x = layer.after_softmax(x if queries is None else queries, probs, v)
             else:
-                x, probs = layer(x, mask, output_attentions)
+                x, probs = layer(x, mask, output_attentions, queries)
             if output_hidden_states:
                 hidden_states.append(x)
             if output_attentions:

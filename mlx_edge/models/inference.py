@@ -161,7 +161,8 @@ class BatchForward:
         return out
 
     def logits(self, input_ids, mask) -> np.ndarray:
-        return np.array(self(input_ids, mask).logits)
+        """The logits alone (a [CLS]-pooled model's last layer then runs for the [CLS] row only)."""
+        return np.array(self(input_ids, mask, logits_only=True).logits)
 
     def settings(self) -> Settings:
         return path_settings(self.model, shards=self.shards, compiled=False, numpy_softmax=softmax_in_numpy(self.model))
@@ -172,7 +173,7 @@ class Latency:
 
     def __init__(self, model):
         self.model = model
-        self._forward = mx.compile(lambda i, m: model(i, m).logits, inputs=model.state)
+        self._forward = mx.compile(lambda i, m: model(i, m, logits_only=True).logits, inputs=model.state)
 
     def __call__(self, input_ids, mask) -> np.ndarray:
         logits = self._forward(mx.array(input_ids), mx.array(mask))

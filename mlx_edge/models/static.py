@@ -112,6 +112,7 @@ class StaticModel(nn.Module):
         *,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        logits_only: bool = False,  # BERT's fast-path flag; a mean of rows has nothing to skip
     ) -> BertOutput:
         rows = self.table(input_ids)  # (B, L, d)
         pooled = masked_mean(rows, attention_mask)

@@ -341,7 +341,9 @@ def _mlx_forward(teacher: Path, device: str, batch_size: int):
     forward = BatchForward(load_model(teacher, require_head=True), batch_size=batch_size)  # CPU: a slice per core
 
     def run(input_ids, mask, want_hidden, want_attn):
-        out = forward(input_ids, mask, output_hidden_states=want_hidden, output_attentions=want_attn)
+        out = forward(
+            input_ids, mask, output_hidden_states=want_hidden, output_attentions=want_attn, logits_only=True
+        )  # logits_only: a [CLS]-pooled teacher's last layer for [CLS] alone, when no hidden states are kept
         hidden = [np.array(h) for h in out.hidden_states] if want_hidden else None
         attn = [np.array(a) for a in out.attentions] if want_attn else None
         return np.array(out.logits), hidden, attn
