@@ -59,13 +59,15 @@ class _SelfAttention(nn.Module):
         self.query, self.key, self.value = nn.Linear(h, h), nn.Linear(h, h), nn.Linear(h, h)
         self.p = config.attention_probs_dropout_prob
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, queries: torch.Tensor | None = None) -> torch.Tensor:
+        """The context at the query rows (`queries`: their hidden states; default every row of `x`)."""
+
         # (B, L, H) -> (B, heads, L, head_dim); unflatten/flatten take no sizes read from a tensor's
         # shape, so the trace has no aten::Int casts (and B, L stay symbolic for flexible shapes)
         def split(t):
             return t.unflatten(-1, (self.heads, self.head_dim)).transpose(1, 2)
 
-        q = split(self.query(x)) * (1.0 / math.sqrt(self.head_dim))
+        q = split(self.query(x if queries is None else queries)) * (1.0 / math.sqrt(self.head_dim))
         k, v = split(self.key(x)), split(self.value(x))
         probs = _dropout(self, torch.softmax(q @ k.transpose(-1, -2) + mask, dim=-1), self.p)
         return (probs @ v).transpose(1, 2).flatten(2)  # back to (B, L, H)
@@ -90,8 +92,8 @@ class _Attention(nn.Module):
         self.self = _SelfAttention(config)
         self.output = _ResidualOutput(config, config.hidden_size)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return self.output(self.self(x, mask), x)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, queries: torch.Tensor | None = None) -> torch.Tensor:
+        return self.output(self.self(x, mask, queries), x if queries is None else queries)
 
 
 class _Intermediate(nn.Module):
@@ -111,8 +113,8 @@ class _Layer(nn.Module):
         self.intermediate = _Intermediate(config)
         self.output = _ResidualOutput(config, config.intermediate_size)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        x = self.attention(x, mask)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, queries: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.attention(x, mask, queries)
         return self.output(self.intermediate(x), x)
 
 
@@ -167,6 +169,10 @@ class _Bert(nn.Module):
 class MirrorBert(nn.Module):
     """`forward(input_ids, attention_mask)` (int32, (B, L)) -> (embedding (B, H), logits (B, N)).
 
+    In eval mode with [CLS] pooling the last layer computes the [CLS] row alone (its other rows feed
+    nothing the outputs read): the same outputs, about 3/16 less work for a 4-layer student in every
+    exported program (CoreML, ONNX) and in PyTorch inference.
+
     Modules nest as in transformers' `BertForSequenceClassification`, so `state_dict()` keys are the
     Hugging Face names (`bert.encoder.layer.0.attention.self.query.weight`, `classifier.weight`).
     """
@@ -185,12 +191,15 @@ class MirrorBert(nn.Module):
         x = self.bert.embeddings(input_ids, self.fixed_length)
         # (B, L) int32 1/0 -> (B, 1, 1, L) float: 0 where attended, MASK_VALUE where padded
         mask = (1.0 - attention_mask.to(x.dtype))[:, None, None, :] * MASK_VALUE
-        for layer in self.bert.encoder.layer:
-            x = layer(x, mask)
-        if getattr(self.config, "classifier_pooling", "cls") == "mean":  # as models/bert.py
-            embedding = masked_mean(x, attention_mask)
-        else:
-            embedding = self.bert.pooler(x)
+        mean = getattr(self.config, "classifier_pooling", "cls") == "mean"  # as models/bert.py
+        layers = self.bert.encoder.layer
+        for i, layer in enumerate(layers):
+            # inference: the pooler reads [CLS] alone, so the last layer runs its query side for that row
+            # only (as the MLX model's logits_only), a constant slice that keeps B and L symbolic in the
+            # trace; training computes every row, as MLX's training step does
+            cls_only = not (mean or self.training) and i == len(layers) - 1
+            x = layer(x, mask, x[:, :1] if cls_only else None)
+        embedding = masked_mean(x, attention_mask) if mean else self.bert.pooler(x)
         return embedding, self.classifier(_dropout(self, embedding, self.p))
 
 

@@ -51,6 +51,33 @@ def _assert_parity(mirror, mlx_model):
     np.testing.assert_allclose(emb, np.array(out.pooled), atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_the_mirrors_last_layer_runs_for_cls_alone_when_the_head_reads_cls(pooling):
+    """Every exported program is traced from the mirror: with [CLS] pooling its last layer's FFN sees
+    one row per sentence (the MLX model's full forward, which computes every row, gives the same
+    outputs); a mean-pooled head reads every row, so there it sees all of them."""
+    weights, config = _weights_and_config(1, num_hidden_layers=3)
+    config.classifier_pooling = pooling
+    mirror = load_mirror(weights, config)
+    seen = []
+    last = mirror.bert.encoder.layer[-1]
+    last.intermediate.dense.register_forward_hook(lambda module, args, out: seen.append(tuple(args[0].shape)))
+    mirror.bert.encoder.layer[0].intermediate.dense.register_forward_hook(
+        lambda module, args, out: seen.append(tuple(args[0].shape))
+    )
+    mlx_model = BertForSequenceClassification(config)
+    mlx_model.load_weights([(k, mx.array(v)) for k, v in weights.items()], strict=True)
+    _assert_parity(mirror, mlx_model)
+    first, final = seen[0], seen[1]
+    assert first == (4, 13, config.hidden_size)
+    assert final == ((4, 1, config.hidden_size) if pooling == "cls" else (4, 13, config.hidden_size))
+    # training computes every row, as MLX's training step does
+    seen.clear()
+    mirror.train()
+    mirror(torch.ones((2, 6), dtype=torch.int32), torch.ones((2, 6), dtype=torch.int32))
+    assert seen == [(2, 6, config.hidden_size), (2, 6, config.hidden_size)]
+
+
 def test_student_safetensors_load_into_the_mirror_by_name(tmp_path):
     config = BertConfig.from_dict(tiny_bert_config(vocab_size=101, num_hidden_layers=3).to_dict())
     student = BertForSequenceClassification(config)
