@@ -249,14 +249,16 @@ void dropout_loop(const float* __restrict x, float* __restrict y, size_t size, u
   for (size_t i = 0; i < size; ++i) y[i] = kept(static_cast<uint32_t>(i), seed, threshold) ? x[i] * scale : 0.0f;
 }
 
-// The attention's vector (GCC's vector extension; unaligned loads and stores through memcpy): 16
-// floats where the CPU has AVX-512, its tiles twice as wide (one sentence's 128-token attention, 12
-// heads of 26, went from 0.51 to 0.34 ms per layer here); else 8 (AVX registers on x86, two NEON
-// registers on ARM).
+// The attention's vector (GCC's vector extension; unaligned loads and stores through memcpy) and its
+// block of query rows: 16 floats and 8 rows where the CPU has AVX-512 (one sentence's 128-token
+// attention, 12 heads of 26, went from 0.51 ms per layer with 8 floats x 4 rows to 0.34 with 16 x 4
+// and 0.25 with 16 x 8 here); else 8 floats (AVX registers on x86, two NEON registers on ARM) and 4 rows.
 #if defined(__AVX512F__)
 constexpr size_t W = 16;
+constexpr size_t R = 8;  // query rows per block: 8 x 2 accumulators and two loads in AVX-512's 32 registers
 #else
 constexpr size_t W = 8;
+constexpr size_t R = 4;  // 4 x 2 accumulators in AVX's 16 registers
 #endif
 typedef float vecf __attribute__((vector_size(W * sizeof(float))));
 inline vecf loadv(const float* p) {
@@ -270,9 +272,9 @@ inline void storev(float* p, vecf v) { std::memcpy(p, &v, sizeof v); }
 // heads * d floats, `qlen` per batch row; k and v the same with `len` rows (qlen <= len: a layer whose
 // output is needed only at [CLS] asks with its first query row alone). `mask` is the additive key mask,
 // one row of `len` floats per batch row. Per pair, K is transposed and V copied once, padded to
-// tiles of 2W floats (a padded key scores -inf); then, four query rows at a time, the scores are
-// 4 x 2W register tiles over the head dimension, the softmax runs on the rows, and the context is
-// 4 x 2W tiles over the keys: small matrix products that stay in registers and L1, where MLX runs
+// tiles of 2W floats (a padded key scores -inf); then, R query rows at a time, the scores are
+// R x 2W register tiles over the head dimension, the softmax runs on the rows, and the context is
+// R x 2W tiles over the keys: small matrix products that stay in registers and L1, where MLX runs
 // 2 x heads BLAS calls, a mask add, a softmax pass and two head copies.
 
 void attention_pairs(const float* __restrict q, const float* __restrict k, const float* __restrict v,
@@ -282,7 +284,6 @@ void attention_pairs(const float* __restrict q, const float* __restrict k, const
   const size_t width = heads * d;
   const size_t dp = (d + T - 1) / T * T;    // V's columns, padded to whole tiles
   const size_t lp = (len + T - 1) / T * T;  // keys, padded likewise
-  constexpr size_t R = 4;                   // query rows per block
   std::vector<float> kt(d * lp, 0.0f), vh(lp * dp, 0.0f), s(R * lp), mk(lp, -INFINITY), qs(R * d);
   float* __restrict ktp = kt.data();
   float* __restrict vhp = vh.data();
@@ -308,41 +309,41 @@ void attention_pairs(const float* __restrict q, const float* __restrict k, const
         const float* qi = q + qbase + (i0 + std::min(r, rows - 1)) * width;
         for (size_t c = 0; c < d; ++c) qp[r * d + c] = qi[c] * scale;
       }
-      // scores: 4 rows x 2W keys per tile, over the head dimension
+      // scores: R rows x 2W keys per tile, over the head dimension
       for (size_t j0 = 0; j0 < lp; j0 += T) {
-        vecf c00 = loadv(mp + j0), c01 = loadv(mp + j0 + W);
-        vecf c10 = c00, c11 = c01, c20 = c00, c21 = c01, c30 = c00, c31 = c01;
+        const vecf m0 = loadv(mp + j0), m1 = loadv(mp + j0 + W);
+        vecf acc[R][2];
+#pragma GCC unroll 8
+        for (size_t r = 0; r < R; ++r) acc[r][0] = m0, acc[r][1] = m1;
         for (size_t c = 0; c < d; ++c) {
           const vecf k0 = loadv(ktp + c * lp + j0), k1 = loadv(ktp + c * lp + j0 + W);
-          const float a0 = qp[c], a1 = qp[d + c], a2 = qp[2 * d + c], a3 = qp[3 * d + c];
-          c00 += a0 * k0; c01 += a0 * k1;
-          c10 += a1 * k0; c11 += a1 * k1;
-          c20 += a2 * k0; c21 += a2 * k1;
-          c30 += a3 * k0; c31 += a3 * k1;
+#pragma GCC unroll 8
+          for (size_t r = 0; r < R; ++r) {
+            const float a = qp[r * d + c];
+            acc[r][0] += a * k0;
+            acc[r][1] += a * k1;
+          }
         }
-        storev(sp + j0, c00); storev(sp + j0 + W, c01);
-        storev(sp + lp + j0, c10); storev(sp + lp + j0 + W, c11);
-        storev(sp + 2 * lp + j0, c20); storev(sp + 2 * lp + j0 + W, c21);
-        storev(sp + 3 * lp + j0, c30); storev(sp + 3 * lp + j0 + W, c31);
+#pragma GCC unroll 8
+        for (size_t r = 0; r < R; ++r) storev(sp + r * lp + j0, acc[r][0]), storev(sp + r * lp + j0 + W, acc[r][1]);
       }
       float inv[R];
       for (size_t r = 0; r < R; ++r) inv[r] = shifted_exp_row(sp + r * lp, sp + r * lp, lp);
-      // context: 4 rows x 2W columns per tile, over the keys
+      // context: R rows x 2W columns per tile, over the keys
       for (size_t c0 = 0; c0 < dp; c0 += T) {
-        vecf c00 = {}, c01 = {}, c10 = {}, c11 = {}, c20 = {}, c21 = {}, c30 = {}, c31 = {};
+        vecf acc[R][2] = {};
         for (size_t j = 0; j < len; ++j) {
           const vecf v0 = loadv(vhp + j * dp + c0), v1 = loadv(vhp + j * dp + c0 + W);
-          const float p0 = sp[j], p1 = sp[lp + j], p2 = sp[2 * lp + j], p3 = sp[3 * lp + j];
-          c00 += p0 * v0; c01 += p0 * v1;
-          c10 += p1 * v0; c11 += p1 * v1;
-          c20 += p2 * v0; c21 += p2 * v1;
-          c30 += p3 * v0; c31 += p3 * v1;
+#pragma GCC unroll 8
+          for (size_t r = 0; r < R; ++r) {
+            const float p = sp[r * lp + j];
+            acc[r][0] += p * v0;
+            acc[r][1] += p * v1;
+          }
         }
         float tile[R][T];
-        storev(tile[0], c00 * inv[0]); storev(tile[0] + W, c01 * inv[0]);
-        storev(tile[1], c10 * inv[1]); storev(tile[1] + W, c11 * inv[1]);
-        storev(tile[2], c20 * inv[2]); storev(tile[2] + W, c21 * inv[2]);
-        storev(tile[3], c30 * inv[3]); storev(tile[3] + W, c31 * inv[3]);
+#pragma GCC unroll 8
+        for (size_t r = 0; r < R; ++r) storev(tile[r], acc[r][0] * inv[r]), storev(tile[r] + W, acc[r][1] * inv[r]);
         const size_t cols = std::min<size_t>(T, d - std::min(d, c0));
         for (size_t r = 0; r < rows; ++r)
           std::memcpy(out + qbase + (i0 + r) * width + c0, tile[r], cols * sizeof(float));
