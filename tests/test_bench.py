@@ -357,6 +357,13 @@ def test_flops_count_matches_a_hand_count():
     assert workload_flops(Workload("distill-live", 3, 16), c, c) == 4 * expected
     small = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=48)
     assert workload_flops(Workload("teacher-train", 3, 16), small, c) == 3 * expected  # the teacher's step
+    # inference: the last layer's K and V cover every token, its Q, output, FFN and attention [CLS] alone
+    last = 3 * 16 * 2 * 32 * 32 + 3 * (2 * 32 * 32 + 2 * 32 * 48 + 2 * 16 * 32)
+    cls_only = 2 * (3 * 16 * per_token + last + 3 * (32 * 32 + 32 * 2))
+    assert forward_flops(c, 3, 16, logits_only=True) == cls_only
+    assert workload_flops(Workload("infer", 3, 16), c, c) == cls_only
+    mean = BertConfig(**{**vars(c), "classifier_pooling": "mean"})  # a mean-pooled head reads every row
+    assert workload_flops(Workload("infer", 3, 16), mean, c) == expected
 
 
 def test_default_workloads_are_the_products_paths():

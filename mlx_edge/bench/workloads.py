@@ -95,22 +95,31 @@ def make_inputs(workload: Workload, vocab_size: int, num_labels: int, seed: int 
 # ------------------------------------------------------------------------------------------ FLOPs
 
 
-def forward_flops(config, batch: int, seq: int) -> float:
+def forward_flops(config, batch: int, seq: int, *, logits_only: bool = False) -> float:
     """Multiply-adds x 2 of one forward pass: the projections, FFN, attention matmuls, pooler, head.
-    Padded positions count (every backend computes them); softmax/LayerNorm/GELU do not."""
+    Padded positions count (every backend computes them); softmax/LayerNorm/GELU do not.
+    `logits_only` (inference): a [CLS]-pooled model's last layer runs its query side (Q, attention,
+    output, FFN) for the [CLS] row alone, as every backend's inference path does; its K and V still
+    cover every token."""
     h, f, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
     tokens = batch * seq
-    per_layer = 2 * tokens * (4 * h * h + 2 * h * f) + 2 * 2 * batch * seq * seq * h
-    return float(layers * per_layer + 2 * batch * (h * h + h * config.num_labels))
+
+    def layer(rows: int) -> int:  # query rows per sentence: seq, or 1 for [CLS] alone
+        queries = batch * rows
+        return 2 * tokens * 2 * h * h + 2 * queries * (2 * h * h + 2 * h * f) + 2 * 2 * queries * seq * h
+
+    cls_only = logits_only and getattr(config, "classifier_pooling", "cls") == "cls"
+    body = (layers - 1) * layer(seq) + layer(1 if cls_only else seq)
+    return float(body + 2 * batch * (h * h + h * config.num_labels))
 
 
 def workload_flops(workload: Workload, student, teacher) -> float:
     """Backward = 2x forward (the usual estimate); the AdamW update's elementwise work is not counted."""
     b, s = workload.batch, workload.seq
     if workload.kind == "infer":
-        return forward_flops(student, b, s)
+        return forward_flops(student, b, s, logits_only=True)
     if workload.kind == "label":
-        return forward_flops(teacher, b, s)
+        return forward_flops(teacher, b, s, logits_only=True)
     if workload.kind == "teacher-train":
         return 3 * forward_flops(teacher, b, s)
     flops = 3 * forward_flops(student, b, s)
