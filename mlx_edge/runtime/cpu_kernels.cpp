@@ -268,6 +268,16 @@ inline vecf loadv(const float* p) {
 }
 inline void storev(float* p, vecf v) { std::memcpy(p, &v, sizeof v); }
 
+// One step of an R x 2W register tile: row r's two vectors += a[r * stride] * (b0, b1).
+[[gnu::always_inline]] inline void tile_step(vecf (&acc)[R][2], const float* a, size_t stride, vecf b0, vecf b1) {
+#pragma GCC unroll 8
+  for (size_t r = 0; r < R; ++r) {
+    const float x = a[r * stride];
+    acc[r][0] += x * b0;
+    acc[r][1] += x * b1;
+  }
+}
+
 // Inference attention for all `pairs` (batch row, head) pairs: q and the context are rows of
 // heads * d floats, `qlen` per batch row; k and v the same with `len` rows (qlen <= len: a layer whose
 // output is needed only at [CLS] asks with its first query row alone). `mask` is the additive key mask,
@@ -316,13 +326,7 @@ void attention_pairs(const float* __restrict q, const float* __restrict k, const
 #pragma GCC unroll 8
         for (size_t r = 0; r < R; ++r) acc[r][0] = m0, acc[r][1] = m1;
         for (size_t c = 0; c < d; ++c) {
-          const vecf k0 = loadv(ktp + c * lp + j0), k1 = loadv(ktp + c * lp + j0 + W);
-#pragma GCC unroll 8
-          for (size_t r = 0; r < R; ++r) {
-            const float a = qp[r * d + c];
-            acc[r][0] += a * k0;
-            acc[r][1] += a * k1;
-          }
+          tile_step(acc, qp + c, d, loadv(ktp + c * lp + j0), loadv(ktp + c * lp + j0 + W));
         }
 #pragma GCC unroll 8
         for (size_t r = 0; r < R; ++r) storev(sp + r * lp + j0, acc[r][0]), storev(sp + r * lp + j0 + W, acc[r][1]);
@@ -333,13 +337,7 @@ void attention_pairs(const float* __restrict q, const float* __restrict k, const
       for (size_t c0 = 0; c0 < dp; c0 += T) {
         vecf acc[R][2] = {};
         for (size_t j = 0; j < len; ++j) {
-          const vecf v0 = loadv(vhp + j * dp + c0), v1 = loadv(vhp + j * dp + c0 + W);
-#pragma GCC unroll 8
-          for (size_t r = 0; r < R; ++r) {
-            const float p = sp[r * lp + j];
-            acc[r][0] += p * v0;
-            acc[r][1] += p * v1;
-          }
+          tile_step(acc, sp + j, lp, loadv(vhp + j * dp + c0), loadv(vhp + j * dp + c0 + W));
         }
         float tile[R][T];
 #pragma GCC unroll 8
