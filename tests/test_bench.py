@@ -366,6 +366,20 @@ def test_flops_count_matches_a_hand_count():
     assert workload_flops(Workload("infer", 3, 16), mean, c) == expected
 
 
+def test_the_default_teacher_pools_like_the_built_in_teachers(tmp_path):
+    """The random default teacher's head reads the mean of every row, as e5's and MiniLM's do, so the
+    `label` row computes the whole last layer as real labeling does (FLOPs counted in full); the
+    student pools [CLS], and its inference rows count the [CLS]-only last layer."""
+    from mlx_edge.bench.workloads import Workload, forward_flops, prepare_models, workload_flops
+
+    models = prepare_models("tiny", tmp_path, seed=0)
+    assert models.teacher.classifier_pooling == "mean" and models.student.classifier_pooling == "cls"
+    label = Workload("label", 2, 16)
+    assert workload_flops(label, models.student, models.teacher) == forward_flops(models.teacher, 2, 16)
+    infer = Workload("infer", 2, 16)
+    assert workload_flops(infer, models.student, models.teacher) < forward_flops(models.student, 2, 16)
+
+
 def test_default_workloads_are_the_products_paths():
     """The default distill row reads the teacher's logits as a targets cache holds them (what `mlx-edge run`
     distills from); the live teacher and the old name stay reachable; the CLI lists every kind."""

@@ -21,9 +21,16 @@ DEFAULT_KINDS = ("infer", "train", "teacher-train", "distill", "label")
 ALIASES = {"distill-cached": "distill"}  # the cached row's name before it became the default distill row
 LABELS = ["finance", "health", "life", "study", "travel", "work"]
 MINILM_VOCAB = 30522
-# The default teacher of the distillation and labeling workloads: the MiniLM-L6 shape (6 x 384).
+# The default teacher of the distillation and labeling workloads: the MiniLM-L6 shape (6 x 384), its head
+# on the mean of every row as the built-in teachers' (e5, MiniLM: sentence encoders) is, so the `label`
+# row computes every row of the last layer as their labeling does (a [CLS] head would skip all but one).
 TEACHER_SHAPE = dict(
-    num_hidden_layers=6, hidden_size=384, num_attention_heads=12, intermediate_size=1536, hidden_act="gelu"
+    num_hidden_layers=6,
+    hidden_size=384,
+    num_attention_heads=12,
+    intermediate_size=1536,
+    hidden_act="gelu",
+    classifier_pooling="mean",
 )
 BASE_SHAPE = dict(
     num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072, hidden_act="gelu"
