@@ -170,7 +170,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--teacher", default="multilingual-e5-small")
     parser.add_argument(
-        "--teacher-head", choices=("new", "probe"), default=None, help="[teacher] head (default: its default)"
+        "--teacher-head", choices=("auto", "new", "probe"), default=None, help="[teacher] head (default: its default)"
     )
     parser.add_argument("--student", default=None, help="[distill] student (default: its default, auto)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/transfer_set"))

@@ -81,7 +81,8 @@ COMMENTS: dict[str, dict[str, str]] = {
         "freeze_embeddings": "unset: word table kept as pretrained if 20M+ and most of the teacher, else trained",
         "freeze_layers": "bottom blocks (and all embeddings) kept as pretrained",
         "backend": "torch (CUDA, MPS, CPU; torchrun) | mlx (one process, Metal on a Mac)",
-        "head": "probe (mean pooling, starts as a linear probe) | new ([CLS] pooler, random head)",
+        "head": "auto (probe below 1,000 rows) | probe (mean pooling, starts as a linear probe) | new ([CLS] pooler)",
+        "select": "auto (last when dev has < 200 rows) | best (on dev) | last: the epoch kept",
     },
     "augment": {
         "per_class": "new examples per class, added to train for label and distill",

@@ -121,7 +121,7 @@ def test_teacher_train_with_the_probe_head_on_both_backends(base_dir, toy_data, 
     out = tmp_path / "t"
     args = ["teacher", "train", "--model", str(base_dir), "--train", str(train), "--dev", str(dev), "--out", str(out),
             "--epochs", "2", "--min-steps", "0", "--learning-rate", "1e-3", "--batch-size", "16", "--backend", backend,
-            "--head", "probe", "--quiet"]  # fmt: skip
+            "--head", "probe", "--select", "best", "--quiet"]  # fmt: skip
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     epochs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -149,3 +149,49 @@ def test_teacher_train_with_the_probe_head_on_both_backends(base_dir, toy_data, 
         theirs = net(input_ids=torch.tensor(batch).long(), attention_mask=torch.tensor(mask).long()).logits.numpy()
     np.testing.assert_allclose(ours, theirs, atol=1e-4)
     assert np.ptp(ours) > 1e-3  # a head, not a constant
+
+
+def test_the_few_label_defaults_resolve_by_the_data_size():
+    from mlx_edge.teacher.train import PROBE_HEAD_BELOW, SMALL_DEV, keeps_last, resolve_head
+
+    assert resolve_head("auto", 300) == "probe" and resolve_head("auto", PROBE_HEAD_BELOW) == "new"
+    assert resolve_head("new", 10) == "new" and resolve_head("probe", 10**6) == "probe"
+    assert keeps_last("auto", 30) and not keeps_last("auto", SMALL_DEV)
+    assert keeps_last("last", 10**6) and not keeps_last("best", 3)
+
+
+@pytest.mark.parametrize("backend", ["torch", "mlx"])
+def test_a_small_dev_split_keeps_the_last_epoch(base_dir, toy_data, tmp_path, backend):
+    """`--head auto` on 240 rows and the default select on a 60-row dev split: the probe head, and the last
+    epoch kept whatever dev says (the saved model predicts dev as the last epoch's line reports)."""
+    from click.testing import CliRunner
+
+    from mlx_edge.cli import main
+    from mlx_edge.models.tokenizer import load_tokenizer
+
+    train, dev = toy_data
+    out = tmp_path / "t"
+    args = ["teacher", "train", "--model", str(base_dir), "--train", str(train), "--dev", str(dev), "--out", str(out),
+            "--epochs", "3", "--min-steps", "0", "--learning-rate", "1e-3", "--batch-size", "16", "--backend", backend,
+            "--head", "auto", "--quiet"]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    epochs = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [e["epoch"] for e in epochs] == [0, 1, 2, 3]  # auto chose the probe head: epoch 0 is the probe
+    manifest = json.loads((out / "mlx_edge_manifest.json").read_text())
+    assert manifest["result"]["best_epoch"] == 3
+    assert manifest["result"]["dev_accuracy"] == epochs[-1]["dev_accuracy"]
+    assert manifest["hyperparameters"]["head"] == "probe" and manifest["hyperparameters"]["select"] == "last"
+    assert not list(out.glob("probe-epoch-0"))
+    rows = [json.loads(line) for line in dev.read_text().splitlines()]
+    ids = load_tokenizer(out).encode_batch([r["text"] for r in rows], max_length=32)
+    width = max(len(x) for x in ids)
+    batch, mask = np.zeros((len(ids), width), np.int32), np.zeros((len(ids), width), np.int32)
+    for i, row in enumerate(ids):
+        batch[i, : len(row)], mask[i, : len(row)] = row, 1
+    model = load_model(out, require_head=True)
+    model.eval()
+    pred = np.array(model(mx.array(batch), mx.array(mask)).logits).argmax(axis=1)
+    labels = json.loads((out / "config.json").read_text())["id2label"]
+    gold = np.array([int(next(k for k, v in labels.items() if v == r["label"])) for r in rows])
+    assert abs((pred == gold).mean() - epochs[-1]["dev_accuracy"]) < 1e-6

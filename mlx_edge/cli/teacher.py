@@ -110,12 +110,20 @@ def teacher():
 )
 @click.option(
     "--head",
-    type=click.Choice(["probe", "new"]),
+    type=click.Choice(["auto", "probe", "new"]),
     default=TEACHER.head,
     show_default=True,
     help="probe: the head reads the mean of the last hidden states and starts as a linear probe on the frozen "
-    "model (epoch 0 on dev; a few hundred labels gain most); new: BERT's [CLS] pooler and a random head. "
-    "A teacher trained before keeps its own head.",
+    "model (epoch 0 on dev; a few hundred labels gain most); new: BERT's [CLS] pooler and a random head; "
+    "auto: probe below 1,000 training rows, else new. A teacher trained before keeps its own head.",
+)
+@click.option(
+    "--select",
+    type=click.Choice(["auto", "best", "last"]),
+    default=TEACHER.select,
+    show_default=True,
+    help="The epoch kept: best on dev, the last, or auto: the last when the dev split has fewer than 200 rows "
+    "(a small dev split picks epochs by noise).",
 )
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
@@ -143,6 +151,7 @@ def teacher_train(
     freeze_layers,
     backend,
     head,
+    select,
     force,
     quiet,
 ):
@@ -198,6 +207,7 @@ def teacher_train(
         freeze_layers=freeze_layers,
         backend=backend,
         head=head,
+        select=select,
         progress=not quiet,
         on_epoch=report,
     )

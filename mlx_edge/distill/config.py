@@ -65,6 +65,7 @@ class LoopConfig:
     checkpoint_every: int = DISTILL.checkpoint_every
     max_steps: int | None = DISTILL.max_steps  # stop after this many optimizer steps (a trial, a benchmark)
     cpu_shards: int | None = DISTILL.cpu_shards  # CPU streams a step is split across; None: auto
+    keep_last: bool = False  # save the last epoch, not the best on dev (a few-label teacher: teacher/train.py)
 
     def __post_init__(self):
         on = {k for k, w in self.weights.items() if w.ever_on}

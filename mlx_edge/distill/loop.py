@@ -205,6 +205,8 @@ def run_loop(
             best["dev_accuracy"],
             best["dev_macro_f1"],
         )
+        if config.keep_last:
+            improved = epoch == config.epochs - 1 or (config.max_steps is not None and step >= config.max_steps)
         if group is not None:
             improved = _rank0s(improved, group)
         if improved:

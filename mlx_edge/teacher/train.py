@@ -67,6 +67,26 @@ class TeacherTrainResult:
 TABLE_FREEZE_MIN = 20_000_000  # weights: below this a table's optimizer update costs little
 
 
+# head = "auto": the LP-FT probe head below this many training rows (measured at 100 and 300 to-do rows,
+# docs/teacher.md), BERT's [CLS] pooler and a new head above (the demo's 3,000 rows: 95.2% dev)
+PROBE_HEAD_BELOW = 1000
+# select = "auto": keep the last epoch when the dev split has fewer rows than this (each row moves its
+# accuracy by 0.5 points or more, and the best-on-dev epoch follows that noise), else the best on dev
+SMALL_DEV = 200
+
+
+def resolve_head(head: str, train_rows: int) -> str:
+    """`head` ("auto", "probe" or "new") as it applies to a training split of `train_rows` rows."""
+    if head != "auto":
+        return head
+    return "probe" if train_rows < PROBE_HEAD_BELOW else "new"
+
+
+def keeps_last(select: str, dev_rows: int) -> bool:
+    """Whether `select` ("auto", "best" or "last") keeps the last epoch for a dev split of `dev_rows` rows."""
+    return select == "last" or (select == "auto" and dev_rows < SMALL_DEV)
+
+
 def table_is_most(table: int, total: int) -> bool:
     """Whether a word-embedding table of `table` weights holds most of the model's `total` and at least
     20M (multilingual-e5-small's 250k rows: 96M, 82%). Then AdamW's update of it is most of a CPU
@@ -145,6 +165,7 @@ def train_teacher(
     freeze_layers: int = TEACHER.freeze_layers,
     backend: str = TEACHER.backend,
     head: str = TEACHER.head,
+    select: str = TEACHER.select,
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
 ) -> TeacherTrainResult:
@@ -169,6 +190,7 @@ def train_teacher(
         freeze_layers=freeze_layers,
         backend=backend,
         head=head,
+        select=select,
     )
     refuse_overwriting_inputs(out, train, dev, model if is_local(model) else None)  # --force would delete it
     if out.exists() and not force:
@@ -223,8 +245,9 @@ def train_teacher(
         specials = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
         warn_unknown(unknown_share(train_ids, tokenizer.unk_token_id, specials), f"{train} ({model}'s tokenizer)")
 
+    head, last = resolve_head(settings.head, len(train_ids)), keeps_last(settings.select, len(dev_ids))
     probe = None
-    if settings.head == "probe" and not has_trained_head(model, label_map.labels):
+    if head == "probe" and not has_trained_head(model, label_map.labels):
         # LP-FT: mean pooling, the head fitted as a linear probe on the frozen features (before DDP wraps
         # the model: the unused pooler is frozen first)
         use_classifier_pooling(net, "mean")
@@ -260,7 +283,7 @@ def train_teacher(
         metrics = probe_metrics(*probe, train_y, pred, dev_y, len(label_map))
         if dist.main:
             best = {"epoch": 0, "accuracy": metrics["dev_accuracy"], "macro_f1": metrics["dev_macro_f1"]}
-            _epoch_done(staging, metrics, net, tokenizer, best_now=True, on_epoch=on_epoch)
+            _epoch_done(staging, metrics, net, tokenizer, best_now=not last, on_epoch=on_epoch)
     lengths = np.array([len(x) for x in train_ids])
     for epoch in range(epochs):
         batches = bucketed_batches(lengths, batch_size, seed=seed, epoch=epoch)
@@ -316,6 +339,8 @@ def train_teacher(
         }
         if dist.main:
             better = (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > (best["accuracy"], best["macro_f1"])
+            if last:
+                better = epoch == epochs - 1
             if better:
                 best = {"epoch": epoch + 1, "accuracy": metrics["dev_accuracy"], "macro_f1": metrics["dev_macro_f1"]}
             _epoch_done(staging, metrics, net, tokenizer, best_now=better, on_epoch=on_epoch)
@@ -333,7 +358,8 @@ def train_teacher(
     )
     if dist.main:
         _finish(staging, out, model=model, train=train, dev=dev, labels=label_map.labels, max_length=max_length,
-                settings=settings, freeze_embeddings=freeze_embeddings, backend="torch",
+                settings=replace(settings, head=head, select="last" if last else "best"),
+                freeze_embeddings=freeze_embeddings, backend="torch",
                 autocast=placement.autocast_dtype, result=result)  # fmt: skip
     del net, model_for_step, optimizer, scheduler
     _empty_cache(placement.device)
@@ -449,6 +475,7 @@ def _train_with_mlx(
 
     steps_per_epoch = math.ceil(len(train_ids) / settings.batch_size / settings.grad_accum)
     epochs = epochs_for(settings.epochs, settings.min_steps, steps_per_epoch)
+    head, last = resolve_head(settings.head, len(train_ids)), keeps_last(settings.select, len(dev_ids))
     outcome = train_mlx(
         base=base,
         labels=label_map.labels,
@@ -462,7 +489,8 @@ def _train_with_mlx(
         freeze_embeddings=freeze_embeddings,
         progress=progress,
         on_epoch=epoch_done,
-        probe_head=settings.head == "probe" and not has_trained_head(model, label_map.labels),
+        probe_head=head == "probe" and not has_trained_head(model, label_map.labels),
+        keep_last=last,
         **replace(settings, epochs=epochs).kwargs(*OPTIMIZATION, "seed", "device", "freeze_layers"),
     )
     result = TeacherTrainResult(
@@ -477,7 +505,8 @@ def _train_with_mlx(
         epochs,
     )
     _finish(staging, out, model=model, train=train, dev=dev, labels=label_map.labels, max_length=max_length,
-            settings=settings, freeze_embeddings=freeze_embeddings, backend="mlx", autocast=None,
+            settings=replace(settings, head=head, select="last" if last else "best"),
+            freeze_embeddings=freeze_embeddings, backend="mlx", autocast=None,
             result=result)  # fmt: skip
     return result
 
@@ -512,7 +541,7 @@ def _finish(
             "seed": settings.seed,
         },
         hyperparameters={
-            **settings.kwargs(*OPTIMIZATION, "min_steps", "freeze_layers"),
+            **settings.kwargs(*OPTIMIZATION, "min_steps", "freeze_layers", "head", "select"),
             "epochs_run": result.epochs,
             "freeze_embeddings": freeze_embeddings,
             "backend": backend,

@@ -90,10 +90,12 @@ def train_mlx(
     freeze_embeddings: bool,
     freeze_layers: int,
     probe_head: bool = False,
+    keep_last: bool = False,
     progress: bool = True,
     on_epoch=None,
 ) -> MlxTrainOutcome:
-    """Train; the best epoch's weights, config.json and tokenizer files end up in `staging`."""
+    """Train; the best epoch's weights (`keep_last`: the last epoch's), config.json and tokenizer files end
+    up in `staging`."""
     where = "mlx-gpu" if mlx_device(device) == mx.gpu else "mlx-cpu"
     mx.random.seed(seed)
     model = load_base(base, labels, seed)
@@ -114,6 +116,7 @@ def train_mlx(
         two_stage_epochs=0,
         patience=None,
         checkpoint_every=0,
+        keep_last=keep_last,
     )
     labels_count = len(labels)
 
@@ -153,7 +156,8 @@ def train_mlx(
     best, best_epoch = result.best_metrics, result.best_epoch
     if probe is not None:
         # as in the PyTorch path, a later epoch must beat an earlier one: a tie keeps the probe
-        if (probe["dev_accuracy"], probe["dev_macro_f1"]) >= (best["dev_accuracy"], best["dev_macro_f1"]):
+        better = (probe["dev_accuracy"], probe["dev_macro_f1"]) >= (best["dev_accuracy"], best["dev_macro_f1"])
+        if better and not keep_last:
             for path in (staging / PROBE_NAME).iterdir():
                 path.replace(staging / path.name)
             best, best_epoch = probe, 0
