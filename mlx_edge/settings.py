@@ -160,13 +160,13 @@ class TeacherTrainSettings(StageSettings):
     # states and starts as a linear probe on the frozen model, judged on dev as epoch 0 (teacher/probe.py);
     # "auto": probe below PROBE_HEAD_BELOW training rows, else new. With the last epoch kept, on 300 to-do
     # rows, seeds 0-2: probe 88.7/90.3/87.7% test, new 87.2/87.2/87.7%, the frozen-embedding probe
-    # 88.2/87.0/86.8% (docs/teacher.md). Not the default yet: on a 150-row demo the student distilled
-    # from a probe-head teacher gave an int8 bundle that failed `check` (program vs mirror 0.15 > 0.05),
-    # where the new head's passed. A teacher trained before keeps its own head.
+    # 88.2/87.0/86.8% (docs/teacher.md). Not the default yet: its soft labels saturate (300 rows: logits
+    # to 28, mean top probability 0.996) and its students' int8 bundles failed `check` (300 rows: 0.086,
+    # a 150-row demo: 0.15, limit 0.05) where the new head's passed. A teacher trained before keeps its own head.
     head: str = "new"
     # the epoch kept: "best" on dev, "last", or "auto": last when the dev split has fewer than
-    # SMALL_DEV rows (30 dev rows move 3.3 points a row: 300 to-do rows, seed 0, the best-on-dev epoch
-    # scored 86.5% test and the last 87.2%; with the probe head 85.3 and 88.7%)
+    # SMALL_DEV rows (30 dev rows move 3.3 points a row). `mlx-edge run` on 300 to-do rows, seeds 0/1:
+    # the best-on-dev epoch scored 86.5/87.5% test, the last 88.5/88.0% (docs/teacher.md)
     select: str = "auto"
 
 
