@@ -201,12 +201,13 @@ def run_loop(
         history.append(metrics)
         with open(work / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(metrics) + "\n")
-        improved = best is None or (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > (
-            best["dev_accuracy"],
-            best["dev_macro_f1"],
-        )
         if config.keep_last:
             improved = epoch == config.epochs - 1 or (config.max_steps is not None and step >= config.max_steps)
+        else:
+            improved = best is None or (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > (
+                best["dev_accuracy"],
+                best["dev_macro_f1"],
+            )
         if group is not None:
             improved = _rank0s(improved, group)
         if improved:

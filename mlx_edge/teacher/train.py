@@ -87,6 +87,13 @@ def keeps_last(select: str, dev_rows: int) -> bool:
     return select == "last" or (select == "auto" and dev_rows < SMALL_DEV)
 
 
+def resolve_auto(settings: TeacherTrainSettings, train_rows: int, dev_rows: int) -> TeacherTrainSettings:
+    """`settings` with `head` and `select` as they apply to these splits ("auto" decided): what both
+    backends train by and what the manifest records."""
+    last = keeps_last(settings.select, dev_rows)
+    return replace(settings, head=resolve_head(settings.head, train_rows), select="last" if last else "best")
+
+
 def table_is_most(table: int, total: int) -> bool:
     """Whether a word-embedding table of `table` weights holds most of the model's `total` and at least
     20M (multilingual-e5-small's 250k rows: 96M, 82%). Then AdamW's update of it is most of a CPU
@@ -245,9 +252,10 @@ def train_teacher(
         specials = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
         warn_unknown(unknown_share(train_ids, tokenizer.unk_token_id, specials), f"{train} ({model}'s tokenizer)")
 
-    head, last = resolve_head(settings.head, len(train_ids)), keeps_last(settings.select, len(dev_ids))
+    settings = resolve_auto(settings, len(train_ids), len(dev_ids))
+    last = settings.select == "last"
     probe = None
-    if head == "probe" and not has_trained_head(model, label_map.labels):
+    if settings.head == "probe" and not has_trained_head(model, label_map.labels):
         # LP-FT: mean pooling, the head fitted as a linear probe on the frozen features (before DDP wraps
         # the model: the unused pooler is frozen first)
         use_classifier_pooling(net, "mean")
@@ -338,9 +346,10 @@ def train_teacher(
             "samples_per_second": seen / train_seconds,
         }
         if dist.main:
-            better = (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > (best["accuracy"], best["macro_f1"])
             if last:
                 better = epoch == epochs - 1
+            else:
+                better = (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > (best["accuracy"], best["macro_f1"])
             if better:
                 best = {"epoch": epoch + 1, "accuracy": metrics["dev_accuracy"], "macro_f1": metrics["dev_macro_f1"]}
             _epoch_done(staging, metrics, net, tokenizer, best_now=better, on_epoch=on_epoch)
@@ -358,8 +367,7 @@ def train_teacher(
     )
     if dist.main:
         _finish(staging, out, model=model, train=train, dev=dev, labels=label_map.labels, max_length=max_length,
-                settings=replace(settings, head=head, select="last" if last else "best"),
-                freeze_embeddings=freeze_embeddings, backend="torch",
+                settings=settings, freeze_embeddings=freeze_embeddings, backend="torch",
                 autocast=placement.autocast_dtype, result=result)  # fmt: skip
     del net, model_for_step, optimizer, scheduler
     _empty_cache(placement.device)
@@ -475,7 +483,7 @@ def _train_with_mlx(
 
     steps_per_epoch = math.ceil(len(train_ids) / settings.batch_size / settings.grad_accum)
     epochs = epochs_for(settings.epochs, settings.min_steps, steps_per_epoch)
-    head, last = resolve_head(settings.head, len(train_ids)), keeps_last(settings.select, len(dev_ids))
+    settings = resolve_auto(settings, len(train_ids), len(dev_ids))
     outcome = train_mlx(
         base=base,
         labels=label_map.labels,
@@ -489,8 +497,8 @@ def _train_with_mlx(
         freeze_embeddings=freeze_embeddings,
         progress=progress,
         on_epoch=epoch_done,
-        probe_head=head == "probe" and not has_trained_head(model, label_map.labels),
-        keep_last=last,
+        probe_head=settings.head == "probe" and not has_trained_head(model, label_map.labels),
+        keep_last=settings.select == "last",
         **replace(settings, epochs=epochs).kwargs(*OPTIMIZATION, "seed", "device", "freeze_layers"),
     )
     result = TeacherTrainResult(
@@ -505,8 +513,7 @@ def _train_with_mlx(
         epochs,
     )
     _finish(staging, out, model=model, train=train, dev=dev, labels=label_map.labels, max_length=max_length,
-            settings=replace(settings, head=head, select="last" if last else "best"),
-            freeze_embeddings=freeze_embeddings, backend="mlx", autocast=None,
+            settings=settings, freeze_embeddings=freeze_embeddings, backend="mlx", autocast=None,
             result=result)  # fmt: skip
     return result
 

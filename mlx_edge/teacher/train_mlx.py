@@ -132,7 +132,9 @@ def train_mlx(
         copy_tokenizer_files(base, staging)
 
     probe = (
-        _probe_epoch(model, train_ids, train_y, pad_id, batch_size, evaluate, staging, on_epoch) if probe_head else None
+        _probe_epoch(model, train_ids, train_y, pad_id, batch_size, evaluate, staging, on_epoch, keep=not keep_last)
+        if probe_head
+        else None
     )
     work = staging / WORK_NAME
     work.mkdir(parents=True, exist_ok=True)
@@ -157,7 +159,7 @@ def train_mlx(
     if probe is not None:
         # as in the PyTorch path, a later epoch must beat an earlier one: a tie keeps the probe
         better = (probe["dev_accuracy"], probe["dev_macro_f1"]) >= (best["dev_accuracy"], best["dev_macro_f1"])
-        if better and not keep_last:
+        if better and not keep_last:  # under keep_last the probe was never saved
             for path in (staging / PROBE_NAME).iterdir():
                 path.replace(staging / path.name)
             best, best_epoch = probe, 0
@@ -167,9 +169,12 @@ def train_mlx(
     )
 
 
-def _probe_epoch(model, train_ids, train_y, pad_id, batch_size, evaluate, staging: Path, on_epoch) -> dict:
+def _probe_epoch(
+    model, train_ids, train_y, pad_id, batch_size, evaluate, staging: Path, on_epoch, *, keep: bool = True
+) -> dict:
     """LP-FT's first half (teacher/probe.py): mean pooling, the head fitted as a linear probe on the frozen
-    model's features, judged on dev as epoch 0 and kept in staging/PROBE_NAME until the loop's epochs are in."""
+    model's features, judged on dev as epoch 0 and (`keep`: it may still be the best epoch) kept in
+    staging/PROBE_NAME until the loop's epochs are in."""
     start = time.perf_counter()
     model.config.classifier_pooling = "mean"
     model.bert.pooler.freeze()  # unused by a mean-pooled head
@@ -185,7 +190,8 @@ def _probe_epoch(model, train_ids, train_y, pad_id, batch_size, evaluate, stagin
     metrics = {"epoch": 0, **evaluate(), "train_ce": probe_loss(features, weight, bias, train_y)}
     metrics["samples_per_second"] = len(train_ids) / max(time.perf_counter() - start, 1e-9)
     model.train()
-    save_model(model, staging / PROBE_NAME)
+    if keep:
+        save_model(model, staging / PROBE_NAME)
     if on_epoch is not None:
         on_epoch(metrics)
     return metrics
