@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bridges.coreml_export import load_spec, spec_features
+from bridges.coreml_export import const_base, kept_float, load_spec, spec_features
 from bridges.coreml_head import describe_head, load_head_spec
 from bridges.onnx_export import describe_onnx
 from mlx_edge.fileio import sha256_file
@@ -177,21 +177,11 @@ def check_io(bundle: Path, manifest: dict) -> list[CheckResult]:
 
 # --- weights ---------------------------------------------------------------------------------
 
-_SUFFIXES = ("_quantized", "_palettized", "_to_fp16")
-
 
 def program_weight_map(constants: dict[str, np.ndarray], mirror_state: dict[str, np.ndarray]) -> dict[str, str]:
     """Program const name -> mirror parameter name, by the names the converter derives from PyTorch's."""
     by_flat = {name.replace(".", "_"): name for name in mirror_state}
-    out = {}
-    for const in constants:
-        base = const
-        for suffix in _SUFFIXES:
-            base = base[: -len(suffix)] if base.endswith(suffix) else base
-        base = base.removeprefix("mirror_")  # the Classifier wraps the mirror as `.mirror`
-        if base in by_flat:
-            out[const] = by_flat[base]
-    return out
+    return {const: by_flat[const_base(const)] for const in constants if const_base(const) in by_flat}
 
 
 def compare_weights(
@@ -228,7 +218,13 @@ def compare_weights(
             if not diff <= (2.0**-24 if precision == "fp16" else 0.0):
                 what = "codes" if is_compressed else "weight"
                 problems.append(f"{const} differs from the student's {what} {name} (max |Δ| {diff:.3g})")
-        elif quantize != "none" and not is_compressed and ref.ndim >= 2 and ref.size > COMPRESS_THRESHOLD:
+        elif (
+            quantize != "none"
+            and not is_compressed
+            and not kept_float(const)
+            and ref.ndim >= 2
+            and ref.size > COMPRESS_THRESHOLD
+        ):
             # e.g. a block size that does not divide the weight: coremltools skips it without a word
             problems.append(f"{const} ({'x'.join(map(str, ref.shape))}) is not compressed ({quantize})")
         elif is_compressed:

@@ -82,10 +82,14 @@ def test_every_layer_is_compressed_block_by_block():
     program = load_program(_bundle("int4-block") / "Encoder.mlpackage")
     ops = [o for o in program.functions["main"].operations if o.op_type.startswith("constexpr_")]
     names = {o.outputs[0].name.removesuffix("_to_fp16_quantized") for o in ops}
-    # 2 layers x (q, k, v, attention out, FFN in, FFN out), the pooler, the word embeddings; the
-    # position table is sliced to the 32 positions used: 32 x 64 = 2048 elements, not above the threshold
-    assert len(ops) == 2 * 6 + 2 and all(o.op_type == "constexpr_blockwise_shift_scale" for o in ops)
+    # 2 layers x (q, k, v, attention out, FFN in, FFN out) and the word embeddings; the pooler stays
+    # float (KEEP_FLOAT); the position table is sliced to the 32 positions used: 32 x 64 = 2048
+    # elements, not above the threshold
+    assert len(ops) == 2 * 6 + 1 and all(o.op_type == "constexpr_blockwise_shift_scale" for o in ops)
     assert {"bert_encoder_layer_1_output_dense_weight", "bert_embeddings_word_embeddings_weight"} <= names
+    assert "bert_pooler_dense_weight" not in names
+    consts = {o.outputs[0].name for o in program.functions["main"].operations if o.op_type == "const"}
+    assert "bert_pooler_dense_weight_to_fp16" in consts  # there, in fp16, as the student has it
     for op in ops:
         data, scale = op.data.val, op.scale.val
         assert data.shape[1] // scale.shape[1] == 32 and scale.shape[0] == data.shape[0]  # [1, 32] blocks
