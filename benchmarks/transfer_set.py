@@ -41,6 +41,7 @@ import numpy as np
 
 import mlx_edge  # noqa: F401  (OpenBLAS before mlx)
 from mlx_edge.datasets import todo_split
+from mlx_edge.errors import MlxEdgeError
 from mlx_edge.teacher.probe import fit_linear_head
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -131,23 +132,34 @@ def run_arm(
     edits: int,
     head: str | None,
     student: str | None = None,
+    bundles: tuple[str, ...] = ("fp16",),
+    calibrate: bool = True,
+    distill_epochs: int | None = None,
 ) -> dict:
     from mlx_edge.pipeline import PipelineConfig, run_pipeline
 
-    trained = sorted(out.parent.glob("*/teacher/model.safetensors"))  # the size and seed's teacher, when made
+    # the size and seed's teacher, when another arm made it (an arm run again keeps its own)
+    trained = [p for p in sorted(out.parent.glob("*/teacher/model.safetensors")) if p.parents[1] != out]
     config = PipelineConfig(
         out=out,
         train=labeled,
         test=test,
         seed=seed,
-        bundles=("fp16",),
+        bundles=bundles,
         teacher={"dir": str(trained[0].parent)} if trained else {"model": teacher, **({"head": head} if head else {})},
         unlabeled=(rest,) if "unlabeled" in arm.split("+") else (),
         teacher_edits=edits if "edits" in arm.split("+") else 0,
-        distill={"student": student} if student else {},
+        distill={
+            "calibrate": calibrate,
+            **({"student": student} if student else {}),
+            **({"epochs": distill_epochs} if distill_epochs else {}),
+        },
     )
     start = time.perf_counter()
-    report = run_pipeline(config, progress=False)
+    try:
+        report = run_pipeline(config, progress=False)
+    except MlxEdgeError as exc:  # e.g. a bundle's export refused by its own parity check
+        return {"error": str(exc), "total_minutes": round((time.perf_counter() - start) / 60, 1)}
     test_scores = report["accuracy"]["test"]
     by_language = report["accuracy_by_language"]["test"]
     return {
@@ -158,7 +170,14 @@ def run_arm(
         "minutes": {s["name"]: round(s["seconds"] / 60, 1) for s in report["stages"]},
         "total_minutes": round((time.perf_counter() - start) / 60, 1),
         "notes": report.get("notes", []),
+        "check": report["check"],
+        "soft_label_temperature": _distill_report(out).get("soft_label_temperature"),
     }
+
+
+def _distill_report(out: Path) -> dict:
+    found = sorted(out.glob("**/best/report.json")) + sorted(out.glob("**/student/report.json"))
+    return json.loads(found[0].read_text()) if found else {}
 
 
 def main() -> None:
@@ -173,6 +192,13 @@ def main() -> None:
         "--teacher-head", choices=("auto", "new", "probe"), default=None, help="[teacher] head (default: its default)"
     )
     parser.add_argument("--student", default=None, help="[distill] student (default: its default, auto)")
+    parser.add_argument("--bundles", default="fp16", help="bundles the pipeline makes and checks, e.g. fp16,int8")
+    parser.add_argument(
+        "--no-calibrate",
+        action="store_true",
+        help="[distill] calibrate = false (the teacher's soft labels as they are)",
+    )
+    parser.add_argument("--distill-epochs", type=int, default=None, help="[distill] epochs (default: its default)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/transfer_set"))
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -209,6 +235,9 @@ def main() -> None:
                     args.edits,
                     args.teacher_head,
                     args.student,
+                    tuple(args.bundles.split(",")),
+                    not args.no_calibrate,
+                    args.distill_epochs,
                 )
                 row = {"dataset": args.dataset, "size": size, "seed": seed, "arm": arm, "probe": line["probe"]["all"]}
                 row.update(result)
@@ -216,6 +245,9 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
     print("\nsize seed arm        probe  teacher student retained  en(t/s)      zh(t/s)      minutes", file=sys.stderr)
     for r in results:
+        if "error" in r:
+            print(f"{r['size']:>4} {r['seed']:>4} {r['arm']:<10} error: {r['error']}", file=sys.stderr)
+            continue
         lang = {k: f"{v['teacher']:.1%}/{v['student']:.1%}" for k, v in r["by_language"].items()}
         print(
             f"{r['size']:>4} {r['seed']:>4} {r['arm']:<10} {r['probe']:6.1%} {r['teacher']:8.1%} {r['student']:7.1%}"

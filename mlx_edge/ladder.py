@@ -250,9 +250,10 @@ def _distill(inputs: Inputs, out: Path, student: str, settings: DistillSettings,
 
 def _continued(settings: DistillSettings, **changes) -> DistillSettings:
     """A fine-tune of a distilled student: KD + CE only (a split or quantized student's new hidden-state
-    projection would start from random), its own vocabulary, no early stop."""
+    projection would start from random), its own vocabulary, no early stop, its epochs exactly."""
     base = dict(hidden_weight="0", attention_weight="0", embedding_weight="0", two_stage=0, vocab="auto",
-                vocab_extra=None, embedding_size=None, quantize=None, patience=None, max_steps=None)  # fmt: skip
+                vocab_extra=None, embedding_size=None, quantize=None, patience=None, max_steps=None,
+                min_steps=0)  # fmt: skip
     return replace(settings, **{**base, **changes})
 
 

@@ -96,6 +96,8 @@ def trained_teacher(base_dir, toy_data, tmp_path_factory) -> Path:
             "16",
             "--max-length",
             "32",
+            "--head",
+            "new",  # BERT's [CLS] pooler and a new head, the tests' teacher (the probe head: test_teacher_probe.py)
             "--select",
             "best",  # the best of the 3 epochs on the 60-row dev split, which test_teacher.py checks
             "--quiet",

@@ -444,7 +444,8 @@ def test_min_steps_runs_the_epochs_a_small_file_needs(base_dir, toy_data, tmp_pa
     train, dev = toy_data
     out = tmp_path / "t"
     args = ["teacher", "train", "--model", str(base_dir), "--train", str(train), "--dev", str(dev), "--out", str(out),
-            "--epochs", "1", "--min-steps", "40", "--batch-size", "16", "--backend", backend, "--learning-rate", "1e-3"]  # fmt: skip
+            "--epochs", "1", "--min-steps", "40", "--batch-size", "16", "--backend", backend, "--learning-rate", "1e-3",
+            "--head", "new"]  # fmt: skip
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert "of 3, dev accuracy" in result.output

@@ -23,10 +23,11 @@ from tests.helpers.cli import assert_one_line_error
 
 def _train(base_dir, toy_data, out, *extra):
     train, dev = toy_data
-    # --select best: the best epoch on the 60-row dev split, which the tests compare
+    # --select best: the best epoch on the 60-row dev split, which the tests compare; --head new: the
+    # [CLS] head on both backends (the probe head: test_teacher_probe.py)
     args = ["teacher", "train", "--model", str(base_dir), "--train", str(train), "--dev", str(dev),
             "--out", str(out), "--backend", "mlx", "--min-steps", "0", "--learning-rate", "1e-3", "--batch-size", "16",
-            "--select", "best", "--quiet"]  # fmt: skip
+            "--select", "best", "--head", "new", "--quiet"]  # fmt: skip
     return CliRunner().invoke(main, args + list(extra))
 
 

@@ -133,6 +133,13 @@ from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
     "--epochs", type=click.IntRange(1), default=DISTILL.epochs, show_default=True, help="Passes over the data."
 )
 @click.option(
+    "--min-steps",
+    type=click.IntRange(0),
+    default=DISTILL.min_steps,
+    show_default=True,
+    help="At least this many optimizer steps: a few hundred rows run more epochs than --epochs (0: exactly --epochs).",
+)
+@click.option(
     "--batch-size", type=click.IntRange(1), default=DISTILL.batch_size, show_default=True, help="Examples per step."
 )
 @click.option(
@@ -155,6 +162,13 @@ from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
     default=DISTILL.temperature,
     show_default=True,
     help="Soft-target temperature T (the KD term is multiplied by T²).",
+)
+@click.option(
+    "--calibrate/--no-calibrate",
+    default=DISTILL.calibrate,
+    show_default=True,
+    help="Soften an over-confident teacher's soft labels before the student learns them: its logits divided by "
+    "the temperature at which its mean top probability on the training rows equals its dev accuracy.",
 )
 @click.option(
     "--kd-weight", default=DISTILL.kd_weight, show_default=True, help="Soft-target KL weight: W or START:END (linear)."
@@ -239,10 +253,12 @@ def distill(
     layer_map,
     out,
     epochs,
+    min_steps,
     batch_size,
     learning_rate,
     max_length,
     temperature,
+    calibrate,
     kd_weight,
     ce_weight,
     hidden_weight,
@@ -307,6 +323,7 @@ def distill(
         layer_map=layer_map,
         max_length=max_length,
         epochs=epochs,
+        min_steps=min_steps,
         batch_size=batch_size,
         learning_rate=learning_rate,
         warmup_ratio=warmup_ratio,
@@ -314,6 +331,7 @@ def distill(
         grad_accum=grad_accum,
         max_grad_norm=max_grad_norm,
         temperature=temperature,
+        calibrate=calibrate,
         kd_weight=kd_weight,
         ce_weight=ce_weight,
         hidden_weight=hidden_weight,

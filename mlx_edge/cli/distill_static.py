@@ -17,8 +17,8 @@ from click.core import ParameterSource
 # The distill command's parameters (click names) that mean something for a static student.
 APPLIES = {
     "teacher_dir", "train_path", "dev_path", "targets_dir", "student", "static_dim", "vocab", "vocab_extra",
-    "freeze_embeddings", "out", "epochs", "batch_size", "learning_rate", "max_length", "temperature",
-    "kd_weight", "ce_weight", "warmup_ratio", "weight_decay", "grad_accum", "max_grad_norm", "patience",
+    "freeze_embeddings", "out", "epochs", "min_steps", "batch_size", "learning_rate", "max_length", "temperature",
+    "calibrate", "kd_weight", "ce_weight", "warmup_ratio", "weight_decay", "grad_accum", "max_grad_norm", "patience",
     "checkpoint_every", "max_steps", "cpu_shards", "seed", "dev_fraction", "text_column", "label_column",
     "device", "force", "restart", "as_json", "quiet",
 }  # fmt: skip

@@ -114,9 +114,8 @@ def teacher():
     default=TEACHER.head,
     show_default=True,
     help="probe: the head reads the mean of the last hidden states and starts as a linear probe on the frozen "
-    "model (epoch 0 on dev; a few hundred labels gain most, but its soft labels are near one-hot and its "
-    "students' int8 bundles can fail check: docs/teacher.md); new: BERT's [CLS] pooler and a random head; "
-    "auto: probe below 1,000 training rows, else new. A teacher trained before keeps its own head.",
+    "model (epoch 0 on dev; a few hundred labels gain most: docs/teacher.md); new: BERT's [CLS] pooler and a "
+    "random head; auto: probe below 1,000 training rows, else new. A teacher trained before keeps its own head.",
 )
 @click.option(
     "--select",

@@ -35,6 +35,8 @@ from mlx_edge.metrics import (
     flat_soft_labels_note,
     macro_f1,
     majority_accuracy,
+    smoothed_accuracy,
+    softening_temperature,
     softmax,
     trivial_note,
 )
@@ -79,6 +81,7 @@ class DistillReport:
     resumed: bool
     dev: str = ""  # where the dev rows came from: a file, or a split of the training file
     transfer_rows: int = 0  # unlabeled training rows (--unlabeled): KD and the other teacher terms only
+    soft_label_temperature: float = 1.0  # the teacher's logits were divided by it (calibrate; 1: as they were)
     # one line each: a teacher or student no better than chance or the majority label, flat soft labels
     notes: list[str] = field(default_factory=list)
 
@@ -255,6 +258,11 @@ def distill(
     teacher_pred = teacher_logits.argmax(axis=-1)
 
     student_pad = tokenizer.pad_id if plan is None else int(plan.remap[tokenizer.pad_id])
+    soften = 1.0
+    if loop.calibrate:  # the student learns the teacher's logits / soften: as sure as the teacher is right
+        confidence = smoothed_accuracy(teacher_pred, dev_y)
+        soften = softening_temperature(_learned_logits(provider, train_ids, student_pad), confidence)
+        provider = _softened(provider, soften) if soften > 1.0 else provider
 
     def evaluate() -> dict:
         pred = predict_ids(model, dev_student_ids, student_pad)[1]
@@ -308,6 +316,7 @@ def distill(
         transfer_rows=len(extra.texts) if extra else 0,
         teacher_probs=softmax(teacher_logits),
         train_y=train_y,
+        soft_label_temperature=soften,
     )
     _finish(
         work,
@@ -494,6 +503,7 @@ def run_report(
     transfer_rows: int = 0,
     teacher_probs: np.ndarray | None = None,
     train_y: np.ndarray | None = None,
+    soft_label_temperature: float = 1.0,
 ) -> DistillReport:
     """The report of a finished run (BERT or static student): the best student (`work`/best) against the
     teacher on dev (accuracy, agreement), parameters, file sizes, and the speed-up on the same dev rows
@@ -539,8 +549,33 @@ def run_report(
         resumed=resumed,
         dev=dev_source,
         transfer_rows=transfer_rows,
+        soft_label_temperature=soft_label_temperature,
         notes=[n for n in notes if n],
     )
+
+
+CALIBRATION_ROWS = 2048  # training rows whose teacher logits set the softening temperature (evenly spaced)
+
+
+def _learned_logits(provider, train_ids: list[np.ndarray], pad_id: int, batch: int = 64) -> np.ndarray:
+    """The teacher's logits the student would learn, on up to CALIBRATION_ROWS of its training rows."""
+    rows = np.unique(np.linspace(0, len(train_ids) - 1, min(len(train_ids), CALIBRATION_ROWS)).astype(int))
+    out = []
+    for start in range(0, len(rows), batch):
+        part = rows[start : start + batch]
+        ids, mask = collate([train_ids[i] for i in part], pad_id=pad_id)
+        out.append(np.array(provider(part, ids, mask)["logits"], np.float64))
+    return np.concatenate(out)
+
+
+def _softened(provider, temperature: float):
+    """`provider` with the teacher's logits divided by `temperature` (an over-confident teacher's)."""
+
+    def provide(rows, input_ids, mask):
+        out = provider(rows, input_ids, mask)
+        return {**out, "logits": out["logits"] / temperature}
+
+    return provide
 
 
 # The teacher's dev logits, by the state of the teacher's weights file (teacher.source.file_state)

@@ -50,6 +50,9 @@ class LoopConfig:
     """The loop's settings; defaults are DistillSettings' (mlx_edge/settings.py), read by `from_settings`."""
 
     epochs: int = DISTILL.epochs
+    # more epochs than `epochs` when they are too few steps (run_loop). 0 here, not DistillSettings': a
+    # library caller's LoopConfig runs its epochs exactly; the CLI and the pipeline pass [distill] min_steps
+    min_steps: int = 0
     batch_size: int = DISTILL.batch_size
     learning_rate: float = DISTILL.learning_rate
     warmup_ratio: float = DISTILL.warmup_ratio
@@ -58,6 +61,7 @@ class LoopConfig:
     max_grad_norm: float = DISTILL.max_grad_norm
     seed: int = DISTILL.seed
     temperature: float = DISTILL.temperature
+    calibrate: bool = DISTILL.calibrate  # soften an over-confident teacher's soft labels (distill/api.py)
     weights: dict[str, Schedule] = field(default_factory=lambda: default_weights(DISTILL))
     attention_loss: str = DISTILL.attention_loss
     two_stage_epochs: int = DISTILL.two_stage  # TinyBERT: this many epochs of intermediate losses only
@@ -93,6 +97,7 @@ class LoopConfig:
         return cls(
             **s.kwargs(
                 "epochs",
+                "min_steps",
                 "batch_size",
                 "learning_rate",
                 "warmup_ratio",
@@ -101,6 +106,7 @@ class LoopConfig:
                 "max_grad_norm",
                 "seed",
                 "temperature",
+                "calibrate",
                 "attention_loss",
                 "patience",
                 "checkpoint_every",

@@ -13,7 +13,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import mlx.core as mx
@@ -130,7 +130,10 @@ def run_loop(
     world = group.size() if group is not None else 1
     lengths = np.array([len(x) for x in train_ids])
     batches_per_epoch = len(bucketed_batches(lengths, config.batch_size, seed=config.seed))
-    total_steps = max(1, math.ceil(batches_per_epoch / config.grad_accum) * config.epochs)
+    steps_per_epoch = math.ceil(batches_per_epoch / config.grad_accum)
+    if config.min_steps > steps_per_epoch * config.epochs:  # a few hundred rows: the epochs they need
+        config = replace(config, epochs=math.ceil(config.min_steps / max(1, steps_per_epoch)))
+    total_steps = max(1, steps_per_epoch * config.epochs)
     train_step = TrainStep(trainable, config, layer_map, terms_on, total_steps, group=group)
     mx.random.seed(config.seed + rank)  # each process its own dropout draws
     position = load_checkpoint(work, train_step) or fresh_position()  # before the step compiles (see TrainStep)

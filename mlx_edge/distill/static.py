@@ -38,7 +38,7 @@ from mlx_edge.distill.static_table import (
 from mlx_edge.distill.step import Trainable
 from mlx_edge.errors import DistillError, TargetsError
 from mlx_edge.manifest import read_manifest, write_manifest
-from mlx_edge.metrics import accuracy, macro_f1
+from mlx_edge.metrics import accuracy, macro_f1, smoothed_accuracy, softening_temperature
 from mlx_edge.models.checkpoint import load_model, save_model
 from mlx_edge.models.inference import predict_ids
 from mlx_edge.models.prune import plan_vocab, write_pruned_tokenizer
@@ -158,7 +158,10 @@ def distill_static(
         model.classifier.weight = mx.zeros_like(model.classifier.weight)  # the table's scale sets the logits'
         if freeze_table:
             model.table.freeze()
-        teacher_dev_pred = predict_ids(teacher_model, teacher_dev_ids, tokenizer.pad_id)[1]
+        teacher_dev_logits, teacher_dev_pred, _ = predict_ids(teacher_model, teacher_dev_ids, tokenizer.pad_id)
+        confidence = smoothed_accuracy(teacher_dev_logits.argmax(axis=1), dev_y)
+        soften = softening_temperature(teacher_logits, confidence) if loop.calibrate else 1.0
+        teacher_logits = teacher_logits / soften  # an over-confident teacher's, as sure as it is right
         pad = student_tokenizer.pad_id
 
         def evaluate() -> dict:
@@ -201,6 +204,7 @@ def distill_static(
             resumed=False,
             dev_source=rows.dev_source,
             measure_speed=measure_speed,
+            soft_label_temperature=soften,
         )
         _finish(
             work,
