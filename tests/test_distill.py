@@ -498,3 +498,18 @@ def test_a_teacher_retrained_in_place_starts_the_interrupted_run_over(trained_te
     with pytest.raises(KeyboardInterrupt):
         distill(out=tmp_path / "t", on_step=interrupt, **common)
     assert distill(out=tmp_path / "t", **common).resumed
+
+
+def test_min_steps_runs_the_epochs_a_few_rows_need(trained_teacher, toy_data, micro_json, tmp_path):
+    """240 rows in batches of 16 are 15 steps an epoch: --min-steps 40 runs 3 epochs of --epochs 1;
+    --min-steps 0 runs exactly the one."""
+    args = ["distill", "--teacher", str(trained_teacher), "--train", str(toy_data[0]), "--dev", str(toy_data[1]),
+            "--student", str(micro_json), "--epochs", "1", "--batch-size", "16", "--quiet", "--json"]  # fmt: skip
+    runs = {}
+    for steps in ("40", "0"):
+        result = CliRunner().invoke(main, [*args, "--min-steps", steps, "--out", str(tmp_path / steps)])
+        assert result.exit_code == 0, result.output
+        lines = (tmp_path / steps / "metrics.jsonl").read_text().splitlines()
+        runs[steps] = ([json.loads(line)["epoch"] for line in lines], json.loads(result.stdout))
+    assert runs["40"][0] == [1, 2, 3] and runs["40"][1]["epochs_run"] == 3 and runs["40"][1]["steps"] == 45
+    assert runs["0"][0] == [1] and runs["0"][1]["steps"] == 15

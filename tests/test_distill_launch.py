@@ -67,7 +67,16 @@ def test_two_processes_distill_the_student_one_process_does(trained_teacher, toy
     (tmp_path / "student.json").write_text(json.dumps(config))
     train, dev = toy_data
     args = ["--teacher", str(trained_teacher), "--train", str(train), "--dev", str(dev)]
-    args += ["--student", str(tmp_path / "student.json"), "--epochs", "2", "--min-steps", "0", "--learning-rate", "1e-3"]
+    args += [
+        "--student",
+        str(tmp_path / "student.json"),
+        "--epochs",
+        "2",
+        "--min-steps",
+        "0",
+        "--learning-rate",
+        "1e-3",
+    ]
     args += ["--quiet"]  # --min-steps 0: exactly the 2 epochs TOLERANCE is stated for
 
     one = _distill([*args, "--batch-size", "16"], tmp_path / "one")
