@@ -126,3 +126,14 @@ def test_the_cli_turns_it_off_and_a_config_must_give_a_boolean(sure_teacher, toy
 
     with pytest.raises(ConfigError, match="calibrate = 'yes' in \\[distill\\] is not true or false"):
         DistillSettings.from_section({"calibrate": "yes"}, "[distill]")
+
+
+def test_the_static_student_learns_softened_logits_too(sure_teacher, toy_data, tmp_path):
+    train, dev = toy_data
+    args = ["distill", "--teacher", str(sure_teacher), "--train", str(train), "--dev", str(dev)]
+    args += ["--student", "static", "--static-dim", "16", "--epochs", "1", "--min-steps", "0", "--json", "--quiet"]
+    soft = CliRunner().invoke(main, args + ["--out", str(tmp_path / "on")])
+    raw = CliRunner().invoke(main, args + ["--no-calibrate", "--out", str(tmp_path / "off")])
+    assert soft.exit_code == 0 and raw.exit_code == 0, soft.output + raw.output
+    assert json.loads(soft.stdout)["soft_label_temperature"] > 5
+    assert json.loads(raw.stdout)["soft_label_temperature"] == 1.0

@@ -259,7 +259,7 @@ def distill(
 
     student_pad = tokenizer.pad_id if plan is None else int(plan.remap[tokenizer.pad_id])
     soften = 1.0
-    if loop.calibrate:  # the student learns the teacher's logits / soften: as sure as the teacher is right
+    if loop.calibrate and len(dev_y):  # the student learns the teacher's logits / soften: as sure as it is right
         confidence = smoothed_accuracy(teacher_pred, dev_y)
         soften = softening_temperature(_learned_logits(provider, train_ids, student_pad), confidence)
         provider = _softened(provider, soften) if soften > 1.0 else provider

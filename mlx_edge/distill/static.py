@@ -158,9 +158,9 @@ def distill_static(
         model.classifier.weight = mx.zeros_like(model.classifier.weight)  # the table's scale sets the logits'
         if freeze_table:
             model.table.freeze()
-        teacher_dev_logits, teacher_dev_pred, _ = predict_ids(teacher_model, teacher_dev_ids, tokenizer.pad_id)
-        confidence = smoothed_accuracy(teacher_dev_logits.argmax(axis=1), dev_y)
-        soften = softening_temperature(teacher_logits, confidence) if loop.calibrate else 1.0
+        _, teacher_dev_pred, _ = predict_ids(teacher_model, teacher_dev_ids, tokenizer.pad_id)
+        confidence = smoothed_accuracy(teacher_dev_pred, dev_y)
+        soften = softening_temperature(teacher_logits, confidence) if loop.calibrate and len(dev_y) else 1.0
         teacher_logits = teacher_logits / soften  # an over-confident teacher's, as sure as it is right
         pad = student_tokenizer.pad_id
 
