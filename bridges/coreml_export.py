@@ -203,9 +203,12 @@ def const_base(const: str) -> str:
     return const.removeprefix("mirror_")
 
 
+_KEPT_BASES = frozenset(name.replace(".", "_") for name in KEEP_FLOAT)
+
+
 def kept_float(const: str) -> bool:
     """Whether program constant `const` is one of KEEP_FLOAT's."""
-    return const_base(const) in {name.replace(".", "_") for name in KEEP_FLOAT}
+    return const_base(const) in _KEPT_BASES
 
 
 def compress(mlmodel, *, quantize: str, palettize_bits: int = 6, palettize_mode: str = "kmeans", block_size: int = 32):
