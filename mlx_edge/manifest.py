@@ -65,3 +65,10 @@ def read_manifest(directory: Path, kind: str | None = None) -> dict[str, Any] | 
             f"{directory} holds a {manifest.get('kind')!r} output, not {kind!r}", "check which directory you passed"
         )
     return manifest
+
+
+def held_out_accuracy(teacher: Path) -> tuple[float, int] | None:
+    """(dev accuracy, dev rows) of a refit teacher's first fit (teacher/train.py), or None for a teacher
+    that was not refit: the refit one learned its dev rows."""
+    record = ((read_manifest(Path(teacher)) or {}).get("refit") or {}).get("held_out")
+    return None if record is None else (float(record["dev_accuracy"]), int(record["dev_rows"]))

@@ -142,7 +142,12 @@ class TeacherTrainSettings(StageSettings):
         "freeze_layers": NOT_NEGATIVE,
         "min_steps": NOT_NEGATIVE,
     }
-    CHOICES = {"backend": ("torch", "mlx"), "head": ("auto", "probe", "new"), "select": ("auto", "best", "last")}
+    CHOICES = {
+        "backend": ("torch", "mlx"),
+        "head": ("auto", "probe", "new"),
+        "select": ("auto", "best", "last"),
+        "refit": ("auto", "yes", "no"),
+    }
 
     # 2 epochs at 1e-4: the demo's teacher reached the dev accuracy of 3 at 5e-5 (95.17%) in 2/3 of the time
     # (seeds 0-2: 95.17, 96.00, 95.00%)
@@ -179,6 +184,11 @@ class TeacherTrainSettings(StageSettings):
     # SMALL_DEV rows (30 dev rows move 3.3 points a row). `mlx-edge run` on 300 to-do rows, seeds 0/1:
     # the best-on-dev epoch scored 86.5/87.5% test, the last 88.5/88.0% (docs/teacher.md)
     select: str = "auto"
+    # train a second time on every labeled row, dev included, once the first fit is measured on dev:
+    # "yes", "no", or "auto": with no dev file, when the last epoch is kept (a dev split of fewer than
+    # SMALL_DEV rows). The teacher's dev figures are the first fit's. `mlx-edge run` on 100 to-do rows
+    # (seeds 0-2): see docs/teacher.md; it costs a second fit (about a minute at a few hundred rows here)
+    refit: str = "auto"
 
 
 @dataclass(frozen=True)

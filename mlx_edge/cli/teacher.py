@@ -125,6 +125,14 @@ def teacher():
     help="The epoch kept: best on dev, the last, or auto: the last when the dev split has fewer than 200 rows "
     "(a small dev split picks epochs by noise).",
 )
+@click.option(
+    "--refit",
+    type=click.Choice(["auto", "yes", "no"]),
+    default=TEACHER.refit,
+    show_default=True,
+    help="Once measured on dev, train again on every labeled row, dev included (the dev figures stay the "
+    "first fit's): yes, no, or auto: with no --dev, when the last epoch is kept (a dev split under 200 rows).",
+)
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def teacher_train(
@@ -152,6 +160,7 @@ def teacher_train(
     backend,
     head,
     select,
+    refit,
     force,
     quiet,
 ):
@@ -176,8 +185,10 @@ def teacher_train(
     quiet = quiet or not main_rank
 
     def report(m):
+        refit_run = m.get("refit", False)  # the second fit's dev rows are among those it learns
         echo_err(
-            f"epoch {m['epoch']}{' (linear probe)' if m['epoch'] == 0 else ''}: loss {m['train_loss']:.4f}  dev accuracy {m['dev_accuracy']:.3f}"
+            f"{'refit ' if refit_run else ''}epoch {m['epoch']}{' (linear probe)' if m['epoch'] == 0 else ''}: "
+            f"loss {m['train_loss']:.4f}  dev accuracy {m['dev_accuracy']:.3f}{' (seen)' if refit_run else ''}"
             f"  macro-F1 {m['dev_macro_f1']:.3f}  {m['samples_per_second']:.1f} samples/s",
             quiet,
         )
@@ -208,10 +219,17 @@ def teacher_train(
         backend=backend,
         head=head,
         select=select,
+        refit=refit,
         progress=not quiet,
         on_epoch=report,
     )
-    if main_rank:
+    if main_rank and result.refit:
+        click.echo(
+            f"teacher written to {result.out_dir}: trained again on every labeled row, dev included, "
+            f"{result.epochs} epochs; dev accuracy before that {result.dev_accuracy:.3f} (macro-F1 "
+            f"{result.dev_macro_f1:.3f}; majority class {result.majority_baseline:.3f}) on {result.device} x{result.world_size}"
+        )
+    elif main_rank:
         click.echo(
             f"teacher written to {result.out_dir}: best epoch {result.best_epoch} of {result.epochs}, dev accuracy "
             f"{result.dev_accuracy:.3f} (macro-F1 {result.dev_macro_f1:.3f}; majority class "

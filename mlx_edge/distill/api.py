@@ -29,7 +29,7 @@ from mlx_edge.distill.step import Trainable
 from mlx_edge.distill.student import init_student, parse_layer_map, student_config
 from mlx_edge.errors import DataError, DistillError, MlxEdgeWarning, TargetsError, WorkMismatch
 from mlx_edge.fileio import fingerprint, refuse_overwriting_inputs, sha256_file
-from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, read_manifest, write_manifest
+from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, held_out_accuracy, read_manifest, write_manifest
 from mlx_edge.metrics import (
     accuracy,
     flat_soft_labels_note,
@@ -260,7 +260,7 @@ def distill(
     student_pad = tokenizer.pad_id if plan is None else int(plan.remap[tokenizer.pad_id])
     soften = 1.0
     if loop.calibrate and len(dev_y):  # the student learns the teacher's logits / soften: as sure as it is right
-        confidence = smoothed_accuracy(teacher_pred, dev_y)
+        confidence = teacher_confidence(teacher, teacher_pred, dev_y, teachers_split=rows.split is not None)
         soften = softening_temperature(_learned_logits(provider, train_ids, student_pad), confidence)
         provider = _softened(provider, soften) if soften > 1.0 else provider
 
@@ -317,6 +317,7 @@ def distill(
         teacher_probs=softmax(teacher_logits),
         train_y=train_y,
         soft_label_temperature=soften,
+        teachers_split=rows.split is not None,
     )
     _finish(
         work,
@@ -338,6 +339,16 @@ def distill(
     )
     mx.clear_cache()
     return report
+
+
+def teacher_confidence(teacher: Path, pred: np.ndarray, gold: np.ndarray, *, teachers_split: bool) -> float:
+    """How often the teacher is right on new text, for calibration: its smoothed accuracy on the dev
+    rows, or, when they are the split a refit teacher went on to learn, its first fit's on them."""
+    held = held_out_accuracy(teacher) if teachers_split else None
+    if held is None:
+        return smoothed_accuracy(pred, gold)
+    right, rows = held[0] * held[1], held[1]
+    return (right + 1.0) / (rows + 2.0)
 
 
 @dataclass(frozen=True)
@@ -504,10 +515,13 @@ def run_report(
     teacher_probs: np.ndarray | None = None,
     train_y: np.ndarray | None = None,
     soft_label_temperature: float = 1.0,
+    teachers_split: bool = False,
 ) -> DistillReport:
     """The report of a finished run (BERT or static student): the best student (`work`/best) against the
     teacher on dev (accuracy, agreement), parameters, file sizes, and the speed-up on the same dev rows
-    and batch sizes with the two models' passes interleaved (compare_speed; 0 when not `measure_speed`)."""
+    and batch sizes with the two models' passes interleaved (compare_speed; 0 when not `measure_speed`).
+    On the split a refit teacher went on to learn (`teachers_split`), the teacher's dev accuracy is its
+    first fit's."""
     best = load_model(work / "best", require_head=True)
     best_pred = predict_ids(cpu_float(best), student_ids, student_pad)[1]  # compare_speed times `best` itself
     sample = list(range(min(len(teacher_ids), SPEED_SAMPLE)))
@@ -519,6 +533,9 @@ def run_report(
             pairs=SPEED_PAIRS,
         )
     teacher_acc, student_acc = accuracy(teacher_pred, dev_y), accuracy(best_pred, dev_y)
+    held = held_out_accuracy(teacher) if teachers_split else None
+    if held is not None:
+        teacher_acc = held[0]
     gold = None if train_y is None else np.asarray(train_y)[np.asarray(train_y) >= 0]
     majority = majority_accuracy(gold, dev_y) if gold is not None and len(gold) else 0.0
     labels = len(teacher_model.config.labels)

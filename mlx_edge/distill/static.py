@@ -23,7 +23,15 @@ import mlx.core as mx
 import numpy as np
 
 from mlx_edge.data import LabelMap
-from mlx_edge.distill.api import PRUNE_DEFAULT, DistillReport, check_run_inputs, data_record, run_report, student_rows
+from mlx_edge.distill.api import (
+    PRUNE_DEFAULT,
+    DistillReport,
+    check_run_inputs,
+    data_record,
+    run_report,
+    student_rows,
+    teacher_confidence,
+)
 from mlx_edge.distill.config import Schedule
 from mlx_edge.distill.loop import LoopConfig, run_loop
 from mlx_edge.distill.static_settings import STATIC
@@ -38,7 +46,7 @@ from mlx_edge.distill.static_table import (
 from mlx_edge.distill.step import Trainable
 from mlx_edge.errors import DistillError, TargetsError
 from mlx_edge.manifest import read_manifest, write_manifest
-from mlx_edge.metrics import accuracy, macro_f1, smoothed_accuracy, softening_temperature
+from mlx_edge.metrics import accuracy, macro_f1, softening_temperature
 from mlx_edge.models.checkpoint import load_model, save_model
 from mlx_edge.models.inference import predict_ids
 from mlx_edge.models.prune import plan_vocab, write_pruned_tokenizer
@@ -159,7 +167,7 @@ def distill_static(
         if freeze_table:
             model.table.freeze()
         _, teacher_dev_pred, _ = predict_ids(teacher_model, teacher_dev_ids, tokenizer.pad_id)
-        confidence = smoothed_accuracy(teacher_dev_pred, dev_y)
+        confidence = teacher_confidence(teacher, teacher_dev_pred, dev_y, teachers_split=rows.split is not None)
         soften = softening_temperature(teacher_logits, confidence) if loop.calibrate and len(dev_y) else 1.0
         teacher_logits = teacher_logits / soften  # an over-confident teacher's, as sure as it is right
         pad = student_tokenizer.pad_id
@@ -205,6 +213,7 @@ def distill_static(
             dev_source=rows.dev_source,
             measure_speed=measure_speed,
             soft_label_temperature=soften,
+            teachers_split=rows.split is not None,
         )
         _finish(
             work,

@@ -13,18 +13,20 @@ import math
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from mlx_edge.data import bucketed_batches, collate, load_splits
+from mlx_edge.data import LabeledData, bucketed_batches, collate, load_splits
 from mlx_edge.errors import ModelError, OutputError, TeacherError
-from mlx_edge.fileio import refuse_overwriting_inputs, remove_stale_staging, staging_dir
-from mlx_edge.manifest import file_fingerprint, write_manifest
+from mlx_edge.fileio import atomic_write_json, refuse_overwriting_inputs, remove_stale_staging, staging_dir
+from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, read_manifest, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1, majority_accuracy
 from mlx_edge.models.builtin import resolve_model
 from mlx_edge.models.checkpoint import ensure_vocab_txt
@@ -62,6 +64,7 @@ class TeacherTrainResult:
     device: str
     world_size: int
     epochs: int = 0  # the epochs run: --epochs, or more to reach --min-steps
+    refit: bool = False  # trained again on every labeled row; the dev figures are the first fit's
 
 
 TABLE_FREEZE_MIN = 20_000_000  # weights: below this a table's optimizer update costs little
@@ -173,10 +176,16 @@ def train_teacher(
     backend: str = TEACHER.backend,
     head: str = TEACHER.head,
     select: str = TEACHER.select,
+    refit: str = TEACHER.refit,
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
 ) -> TeacherTrainResult:
-    """Fine-tune `model` (hub id, directory or built-in name) on labeled data; write the best epoch to `out`."""
+    """Fine-tune `model` (hub id, directory or built-in name) on labeled data; write the best epoch to `out`.
+
+    When `refit` applies (`refits`), it trains twice: on the training rows, measured on dev (the
+    result's dev figures and the manifest's `refit.held_out` are that fit's), then again from the
+    base model on every labeled row, dev included, with the same settings (the best epoch's count of
+    epochs when the first kept its best); the second is what `out` holds."""
 
     out = Path(out)
     settings = TeacherTrainSettings(  # refuses a value out of range (ConfigError) before any work
@@ -198,31 +207,98 @@ def train_teacher(
         backend=backend,
         head=head,
         select=select,
+        refit=refit,
     )
     refuse_overwriting_inputs(out, train, dev, model if is_local(model) else None)  # --force would delete it
     if out.exists() and not force:
         raise OutputError(f"{out} already exists", "pass --force to replace it, or choose another --out")
-    if backend == "mlx":
-        return _train_with_mlx(
-            settings,
-            model=model,
-            train=train,
-            out=out,
-            dev=dev,
+    run = partial(
+        _train_with_mlx if backend == "mlx" else _train_with_torch,
+        model=model,
+        train=train,
+        dev=dev,
+        text_column=text_column,
+        label_column=label_column,
+        progress=progress,
+    )
+    train_rows, dev_rows = _split_rows(train, dev, settings, text_column, label_column)
+    if not refits(settings, dev, dev_rows):
+        return run(settings, out=out, on_epoch=on_epoch)
+    # both fits by the first's head and epoch choice (the refit's extra rows must not flip "auto")
+    settings = resolve_auto(settings, train_rows, dev_rows)
+    main = os.environ.get("RANK", "0") == "0"  # rank 0 writes (torchrun's process group is the fits' own)
+    held = out.with_name(f".{out.name}.held-out")  # the first fit: only its dev figures are kept
+    if held.exists() and main:
+        shutil.rmtree(held)
+    first = run(settings, out=held, on_epoch=on_epoch)
+    if settings.select == "best":  # the epochs that were best on dev, the last of them kept
+        settings = replace(settings, epochs=max(1, first.best_epoch), min_steps=0, select="last")
+    refit_epoch = None if on_epoch is None else (lambda metrics: on_epoch(metrics | {"refit": True}))
+    with warnings.catch_warnings():  # the same rows: what the first fit said about them holds
+        warnings.simplefilter("ignore")
+        second = run(settings, out=out, fit_all=True, on_epoch=refit_epoch)
+    if main:
+        _record_refit(out, first, dev_rows)
+        shutil.rmtree(held, ignore_errors=True)
+    return replace(second, dev_accuracy=first.dev_accuracy, dev_macro_f1=first.dev_macro_f1, refit=True)
+
+
+def refits(settings: TeacherTrainSettings, dev: Path | None, dev_rows: int) -> bool:
+    """Whether a teacher with these settings trains a second time on every labeled row: refit "yes", or
+    "auto" with no dev file and the last epoch kept (a dev split too small to choose an epoch on is
+    worth more as training rows: 100 to-do rows, docs/teacher.md). A dev file trains too under "yes"."""
+    if settings.refit == "auto":
+        return dev is None and keeps_last(settings.select, dev_rows)
+    return settings.refit == "yes"
+
+
+def _split_rows(train, dev, settings: TeacherTrainSettings, text_column, label_column) -> tuple[int, int]:
+    """How many rows the teacher trains on and is measured on (the dev file's, or the split's)."""
+    with warnings.catch_warnings():  # what the data looks like is said once, by the fit that reads it
+        warnings.simplefilter("ignore")
+        train_data, dev_data, _ = load_splits(
+            train,
+            dev,
+            dev_fraction=settings.dev_fraction,
+            seed=settings.seed,
             text_column=text_column,
             label_column=label_column,
-            progress=progress,
-            on_epoch=on_epoch,
         )
-    placement = torch_placement(device)
+    return len(train_data.texts), len(dev_data.texts)
+
+
+def _record_refit(out: Path, held_out: TeacherTrainResult, dev_rows: int) -> None:
+    """The refit teacher's manifest: `refit.held_out`, the first fit's dev figures (the refit one saw
+    the dev rows), and `result` with them, so that what reads the teacher's dev accuracy reads these."""
+    manifest = read_manifest(out)
+    record = {"epoch": held_out.best_epoch, "dev_accuracy": held_out.dev_accuracy, "dev_rows": dev_rows}
+    manifest["refit"] = {"held_out": record | {"dev_macro_f1": held_out.dev_macro_f1}}
+    manifest["result"] |= {"dev_accuracy": held_out.dev_accuracy, "dev_macro_f1": held_out.dev_macro_f1}
+    atomic_write_json(out / MANIFEST_NAME, manifest)
+
+
+def _train_with_torch(
+    settings: TeacherTrainSettings, *, model, train, out, dev, text_column, label_column, progress, on_epoch,
+    fit_all: bool = False,
+) -> TeacherTrainResult:  # fmt: skip
+    """`train_teacher` with backend="torch": `out` is written whole, from rank 0. `fit_all`: the dev rows
+    train too (a refit; its dev figures are then measured on rows it learned)."""
+    epochs, min_steps, batch_size = settings.epochs, settings.min_steps, settings.batch_size
+    learning_rate, max_length, seed = settings.learning_rate, settings.max_length, settings.seed
+    weight_decay, warmup_ratio, grad_accum = settings.weight_decay, settings.warmup_ratio, settings.grad_accum
+    max_grad_norm, trust_remote_code = settings.max_grad_norm, settings.trust_remote_code
+    freeze_embeddings, freeze_layers = settings.freeze_embeddings, settings.freeze_layers
+    placement = torch_placement(settings.device)
     dist = init_ranks("nccl" if placement.device == "cuda" else "gloo")
     torch_device = torch.device(f"cuda:{dist.local_rank}" if placement.device == "cuda" else placement.device)
     if placement.device == "cuda":
         torch.cuda.set_device(torch_device)
 
     train_data, dev_data, label_map = load_splits(
-        train, dev, dev_fraction=dev_fraction, seed=seed, text_column=text_column, label_column=label_column
+        train, dev, dev_fraction=settings.dev_fraction, seed=seed, text_column=text_column, label_column=label_column
     )
+    if fit_all:
+        train_data = with_dev(train_data, dev_data)
     torch.manual_seed(seed)
     transformers_progress(progress and dist.main)
     net, tokenizer = load_for_training(
@@ -417,8 +493,9 @@ def probe_metrics(features, weight, bias, start: float, train_y, dev_pred, dev_y
 
 
 def _train_with_mlx(
-    settings: TeacherTrainSettings, *, model, train, out, dev, text_column, label_column, progress, on_epoch
-) -> TeacherTrainResult:
+    settings: TeacherTrainSettings, *, model, train, out, dev, text_column, label_column, progress, on_epoch,
+    fit_all: bool = False,
+) -> TeacherTrainResult:  # fmt: skip
     """`train_teacher` with backend="mlx" (teacher/train_mlx.py): one process, a local or built-in base."""
     if init_ranks().world > 1:
         raise TeacherError(
@@ -442,6 +519,8 @@ def _train_with_mlx(
         text_column=text_column,
         label_column=label_column,
     )
+    if fit_all:
+        train_data = with_dev(train_data, dev_data)
     existing = head_labels(config)
     if existing is not None and existing != label_map.labels:
         raise ModelError(
@@ -516,6 +595,11 @@ def _train_with_mlx(
             settings=settings, freeze_embeddings=freeze_embeddings, backend="mlx", autocast=None,
             result=result)  # fmt: skip
     return result
+
+
+def with_dev(train: LabeledData, dev: LabeledData) -> LabeledData:
+    """The training rows and the dev rows together (a refit), in that order."""
+    return LabeledData(train.texts + dev.texts, train.labels + dev.labels, source=train.source)
 
 
 def epochs_for(epochs: int, min_steps: int, steps_per_epoch: int) -> int:

@@ -1,0 +1,80 @@
+"""The teacher's refit: measured on a held-out dev split, then trained again on every labeled row.
+
+Real tiny BERTs (tests/helpers/tiny.py) fine-tuned on the toy set; nothing is mocked."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mlx_edge.manifest import MANIFEST_NAME, held_out_accuracy
+
+
+def _train(base_dir, train, out, dev=None, **settings):
+    from mlx_edge.teacher.train import train_teacher
+
+    lines = []
+    kwargs = dict(epochs=2, learning_rate=1e-3, batch_size=16, head="probe") | settings
+    result = train_teacher(
+        model=str(base_dir), train=train, dev=dev, out=out, progress=False, on_epoch=lines.append, **kwargs
+    )
+    return result, lines
+
+
+@pytest.mark.parametrize("backend", ["torch", "mlx"])
+def test_a_small_dev_split_is_measured_then_learned(base_dir, toy_data, tmp_path, backend):
+    """240 rows, no dev file: a 24-row split keeps the last epoch, so `auto` refits. The dev figures are
+    the first fit's; the refit trains on all 240 rows, so at 15 steps per epoch (not 14) it reaches
+    --min-steps 29 in 2 epochs where the first fit needed 3."""
+    train, _ = toy_data
+    out = tmp_path / "t"
+    result, lines = _train(base_dir, train, out, min_steps=29, backend=backend)
+    first = [m for m in lines if not m.get("refit")]
+    second = [m for m in lines if m.get("refit")]
+    assert [m["epoch"] for m in first] == [0, 1, 2, 3]  # the probe, then 3 epochs of 14 steps
+    assert [m["epoch"] for m in second] == [0, 1, 2]  # 2 epochs of 15 steps
+    assert result.refit and result.epochs == 2
+    assert result.dev_accuracy == first[-1]["dev_accuracy"]
+    manifest = json.loads((out / MANIFEST_NAME).read_text())
+    assert manifest["refit"]["held_out"]["dev_rows"] == 24
+    assert manifest["result"]["dev_accuracy"] == first[-1]["dev_accuracy"]
+    assert held_out_accuracy(out) == (first[-1]["dev_accuracy"], 24)
+    assert manifest["data"]["dev_fraction"] == 0.1  # distill still finds the split (and knows it was learned)
+    assert not list(tmp_path.glob(".t.held-out")) and not list(tmp_path.glob(".*partial"))
+
+
+def test_no_refit_with_a_dev_file_or_when_told(base_dir, toy_data, tmp_path):
+    train, dev = toy_data
+    result, lines = _train(base_dir, train, tmp_path / "a", dev, min_steps=0)  # 60 dev rows: last
+    assert not result.refit and not any(m.get("refit") for m in lines)
+    assert held_out_accuracy(tmp_path / "a") is None
+    result, lines = _train(base_dir, train, tmp_path / "b", min_steps=0, refit="no")
+    assert not result.refit and held_out_accuracy(tmp_path / "b") is None
+    assert result.dev_accuracy == lines[-1]["dev_accuracy"]
+
+
+def test_refit_yes_after_best_trains_the_best_epochs(base_dir, toy_data, tmp_path):
+    """`--refit yes --select best` with a dev file: the refit runs as many epochs as the best one."""
+    train, dev = toy_data
+    result, lines = _train(base_dir, train, tmp_path / "t", dev, min_steps=0, epochs=3, select="best", refit="yes")
+    first = [m for m in lines if not m.get("refit")]
+    best = max(first, key=lambda m: (m["dev_accuracy"], m["dev_macro_f1"]))
+    assert result.refit and result.epochs == max(1, best["epoch"])
+    assert [m["epoch"] for m in lines if m.get("refit")] == list(range(result.epochs + 1))
+    assert result.dev_accuracy == best["dev_accuracy"]
+
+
+def test_calibration_reads_a_refit_teachers_first_fit(tmp_path):
+    """distill's confidence in the teacher: on the split a refit teacher learned, its first fit's dev
+    accuracy, smoothed as (right + 1) / (rows + 2); on other rows what it scores there."""
+    from mlx_edge.distill.api import teacher_confidence
+
+    pred, gold = np.array([0, 1, 1, 0]), np.array([0, 1, 1, 0])  # in-sample: all right
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps({"kind": "teacher", "refit": {"held_out": {
+        "dev_accuracy": 0.7, "dev_rows": 10, "epoch": 3, "dev_macro_f1": 0.6}}}))  # fmt: skip
+    assert teacher_confidence(tmp_path, pred, gold, teachers_split=True) == pytest.approx(8 / 12)
+    assert teacher_confidence(tmp_path, pred, gold, teachers_split=False) == pytest.approx(5 / 6)
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps({"kind": "teacher"}))
+    assert teacher_confidence(tmp_path, pred, gold, teachers_split=True) == pytest.approx(5 / 6)
