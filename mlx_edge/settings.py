@@ -141,6 +141,7 @@ class TeacherTrainSettings(StageSettings):
         "dev_fraction": DEV_FRACTION,
         "freeze_layers": NOT_NEGATIVE,
         "min_steps": NOT_NEGATIVE,
+        "blend": SHARE,
     }
     CHOICES = {
         "backend": ("torch", "mlx"),
@@ -189,6 +190,9 @@ class TeacherTrainSettings(StageSettings):
     # SMALL_DEV rows). The teacher's dev figures are the first fit's. `mlx-edge run` on 100 to-do rows
     # (seeds 0-2): see docs/teacher.md; it costs a second fit (about a minute at a few hundred rows here)
     refit: str = "auto"
+    # the probe head's teacher is written as this share of its fine-tuned weights plus the rest of the
+    # linear probe it started as (WiSE-FT); 1: the fine-tuned weights alone. Dev judges the blend.
+    blend: float = 0.5
 
 
 @dataclass(frozen=True)

@@ -133,6 +133,14 @@ def teacher():
     help="Once measured on dev, train again on every labeled row, dev included (the dev figures stay the "
     "first fit's): yes, no, or auto: with no --dev, when the last epoch is kept (a dev split under 200 rows).",
 )
+@click.option(
+    "--blend",
+    type=float,
+    default=TEACHER.blend,
+    show_default=True,
+    help="With the probe head: the teacher written is this share of its fine-tuned weights plus the rest of "
+    "the linear probe it started as (WiSE-FT); 1: the fine-tuned weights alone. Dev judges the blend.",
+)
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def teacher_train(
@@ -161,6 +169,7 @@ def teacher_train(
     head,
     select,
     refit,
+    blend,
     force,
     quiet,
 ):
@@ -220,6 +229,7 @@ def teacher_train(
         head=head,
         select=select,
         refit=refit,
+        blend=blend,
         progress=not quiet,
         on_epoch=report,
     )

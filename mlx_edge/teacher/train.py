@@ -15,6 +15,7 @@ import shutil
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -177,6 +178,7 @@ def train_teacher(
     head: str = TEACHER.head,
     select: str = TEACHER.select,
     refit: str = TEACHER.refit,
+    blend: float = TEACHER.blend,
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
 ) -> TeacherTrainResult:
@@ -208,6 +210,7 @@ def train_teacher(
         head=head,
         select=select,
         refit=refit,
+        blend=blend,
     )
     refuse_overwriting_inputs(out, train, dev, model if is_local(model) else None)  # --force would delete it
     if out.exists() and not force:
@@ -330,7 +333,7 @@ def _train_with_torch(
 
     settings = resolve_auto(settings, len(train_ids), len(dev_ids))
     last = settings.select == "last"
-    probe = None
+    probe, start_state = None, None
     if settings.head == "probe" and not has_trained_head(model, label_map.labels):
         # LP-FT: mean pooling, the head fitted as a linear probe on the frozen features (before DDP wraps
         # the model: the unused pooler is frozen first)
@@ -342,6 +345,8 @@ def _train_with_torch(
             net.classifier.weight.copy_(torch.from_numpy(weight).to(torch_device))
             net.classifier.bias.copy_(torch.from_numpy(bias).to(torch_device))
         probe = (features, weight, bias, start)
+        if settings.blend < 1.0:  # the probe's weights, which a blended teacher mixes back in
+            start_state = {n: p.detach().clone() for n, p in net.named_parameters() if p.requires_grad}
 
     model_for_step = net
     if dist.world > 1:
@@ -412,7 +417,8 @@ def _train_with_torch(
         if bar is not None:
             bar.close()
         train_seconds += time.perf_counter() - start
-        pred = predict_ids(net, dev_ids, pad_id=pad_id, device=torch_device, batch_size=batch_size * 2)
+        with blended(net, start_state, settings.blend):  # the teacher as it would be written
+            pred = predict_ids(net, dev_ids, pad_id=pad_id, device=torch_device, batch_size=batch_size * 2)
         metrics = {
             "epoch": epoch + 1,
             "train_loss": loss_sum / max(1, len(batches)),
@@ -428,7 +434,8 @@ def _train_with_torch(
                 better = (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > (best["accuracy"], best["macro_f1"])
             if better:
                 best = {"epoch": epoch + 1, "accuracy": metrics["dev_accuracy"], "macro_f1": metrics["dev_macro_f1"]}
-            _epoch_done(staging, metrics, net, tokenizer, best_now=better, on_epoch=on_epoch)
+            with blended(net, start_state if better else None, settings.blend):
+                _epoch_done(staging, metrics, net, tokenizer, best_now=better, on_epoch=on_epoch)
 
     result = TeacherTrainResult(
         str(out),
@@ -449,6 +456,27 @@ def _train_with_torch(
     _empty_cache(placement.device)
     dist.barrier()
     return result
+
+
+@contextmanager
+def blended(net, start: dict | None, share: float):
+    """Inside, `net`'s trainable weights are `share` of their own plus the rest of `start`'s, the
+    weights it started from (WiSE-FT: the fine-tuned model and the linear probe it began as, mixed);
+    back as they were on leaving. No-op when `start` is None."""
+    if start is None or share >= 1.0:
+        yield
+        return
+    params = dict(net.named_parameters())
+    current = {n: params[n].detach().clone() for n in start}
+    with torch.no_grad():
+        for n, value in start.items():
+            params[n].mul_(share).add_(value, alpha=1.0 - share)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for n, value in current.items():
+                params[n].copy_(value)
 
 
 def _epoch_done(staging: Path, metrics: dict, net, tokenizer, *, best_now: bool, on_epoch) -> None:
@@ -578,6 +606,7 @@ def _train_with_mlx(
         on_epoch=epoch_done,
         probe_head=settings.head == "probe" and not has_trained_head(model, label_map.labels),
         keep_last=settings.select == "last",
+        blend=settings.blend,
         **replace(settings, epochs=epochs).kwargs(*OPTIMIZATION, "seed", "device", "freeze_layers"),
     )
     result = TeacherTrainResult(
@@ -632,7 +661,7 @@ def _finish(
             "seed": settings.seed,
         },
         hyperparameters={
-            **settings.kwargs(*OPTIMIZATION, "min_steps", "freeze_layers", "head", "select"),
+            **settings.kwargs(*OPTIMIZATION, "min_steps", "freeze_layers", "head", "select", "refit", "blend"),
             "epochs_run": result.epochs,
             "freeze_embeddings": freeze_embeddings,
             "backend": backend,

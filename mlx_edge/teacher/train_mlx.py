@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
+from mlx.utils import tree_map
 
 from mlx_edge.data import bucketed_batches, collate
 from mlx_edge.distill.config import TERMS, LoopConfig, Schedule
@@ -91,6 +93,7 @@ def train_mlx(
     freeze_layers: int,
     probe_head: bool = False,
     keep_last: bool = False,
+    blend: float = 1.0,
     progress: bool = True,
     on_epoch=None,
 ) -> MlxTrainOutcome:
@@ -123,12 +126,16 @@ def train_mlx(
     def targets(rows, input_ids, mask):  # no teacher: the cross-entropy term reads only the gold labels
         return {"logits": np.zeros((len(rows), labels_count), np.float32)}
 
+    start = None  # the probe's weights, once fitted: what a blended teacher mixes back in
+
     def evaluate() -> dict:
-        _, pred, _ = predict_ids(model, dev_ids, pad_id, batch_size=batch_size * 2)
+        with blended(model, start, blend):
+            _, pred, _ = predict_ids(model, dev_ids, pad_id, batch_size=batch_size * 2)
         return {"dev_accuracy": accuracy(pred, dev_y), "dev_macro_f1": macro_f1(pred, dev_y, labels_count)}
 
     def save_best() -> None:
-        save_model(model, staging)
+        with blended(model, start, blend):
+            save_model(model, staging)
         copy_tokenizer_files(base, staging)
 
     probe = (
@@ -136,6 +143,8 @@ def train_mlx(
         if probe_head
         else None
     )
+    if probe is not None and blend < 1.0:
+        start = tree_map(lambda x: mx.array(x), model.trainable_parameters())
     work = staging / WORK_NAME
     work.mkdir(parents=True, exist_ok=True)
     result = run_loop(
@@ -167,6 +176,21 @@ def train_mlx(
     return MlxTrainOutcome(
         best_epoch, best["dev_accuracy"], best["dev_macro_f1"], result.samples_per_second, result.history, where
     )
+
+
+@contextmanager
+def blended(model, start, share: float):
+    """Inside, `model`'s trainable weights are `share` of their own plus the rest of `start`'s (WiSE-FT;
+    teacher/train.py's `blend`); back as they were on leaving. No-op when `start` is None."""
+    if start is None or share >= 1.0:
+        yield
+        return
+    current = model.trainable_parameters()
+    model.update(tree_map(lambda s, c: (1.0 - share) * s + share * c, start, current))
+    try:
+        yield
+    finally:
+        model.update(current)
 
 
 def _probe_epoch(

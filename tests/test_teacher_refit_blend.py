@@ -78,3 +78,27 @@ def test_calibration_reads_a_refit_teachers_first_fit(tmp_path):
     assert teacher_confidence(tmp_path, pred, gold, teachers_split=False) == pytest.approx(5 / 6)
     (tmp_path / MANIFEST_NAME).write_text(json.dumps({"kind": "teacher"}))
     assert teacher_confidence(tmp_path, pred, gold, teachers_split=True) == pytest.approx(5 / 6)
+
+
+@pytest.mark.parametrize("backend", ["torch", "mlx"])
+def test_a_blended_teacher_is_the_mix_of_its_fine_tune_and_its_probe(base_dir, toy_data, tmp_path, backend):
+    """WiSE-FT: the same seed and rows trained three times. blend 1 writes the fine-tuned weights, blend 0
+    the probe it started as (the base model's body, the fitted head), and blend 0.25 a quarter of the
+    first plus three quarters of the second, every trained tensor; dev judges what is written."""
+    from safetensors.numpy import load_file
+
+    train, dev = toy_data
+    written, lines = {}, {}
+    for share in (1.0, 0.0, 0.25):
+        out = tmp_path / f"t{share}"
+        _, lines[share] = _train(base_dir, train, out, dev, min_steps=0, select="last", blend=share, backend=backend)
+        written[share] = load_file(str(out / "model.safetensors"))
+    base = load_file(str(base_dir / "model.safetensors"))
+    ft, probe, mix = written[1.0], written[0.0], written[0.25]
+    moved = [k for k in ft if not np.allclose(ft[k], probe[k], atol=1e-6)]
+    assert any("classifier" in k for k in moved) and any("encoder.layer" in k for k in moved)
+    for key in moved:
+        np.testing.assert_allclose(mix[key], 0.25 * ft[key] + 0.75 * probe[key], atol=2e-5, err_msg=key)
+    body = [k for k in probe if "encoder.layer.0.attention.self.query.weight" in k]
+    assert body and np.array_equal(probe[body[0]], next(v for k, v in base.items() if k.endswith(body[0][-40:])))
+    assert lines[0.0][-1]["dev_accuracy"] == lines[0.0][0]["dev_accuracy"]  # the probe's, epoch 0
