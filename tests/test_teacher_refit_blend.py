@@ -102,3 +102,30 @@ def test_a_blended_teacher_is_the_mix_of_its_fine_tune_and_its_probe(base_dir, t
     body = [k for k in probe if "encoder.layer.0.attention.self.query.weight" in k]
     assert body and np.array_equal(probe[body[0]], next(v for k, v in base.items() if k.endswith(body[0][-40:])))
     assert lines[0.0][-1]["dev_accuracy"] == lines[0.0][0]["dev_accuracy"]  # the probe's, epoch 0
+
+
+def test_distill_judges_a_refit_teacher_by_its_first_fit(base_dir, toy_data, tmp_path):
+    """On the split a refit teacher went on to learn, distill's report and calibration take the first
+    fit's dev accuracy from the manifest, not what the teacher scores on rows it learned. The manifest
+    is then edited to say the first fit scored 50%: the report follows it, and the soft labels are
+    softened to that confidence."""
+    from mlx_edge.distill.api import distill
+    from mlx_edge.distill.loop import LoopConfig
+    from tests.test_soft_label_calibration import MICRO
+
+    train, _ = toy_data
+    teacher = tmp_path / "t"
+    _train(base_dir, train, teacher, min_steps=30)
+    config = tmp_path / "micro.json"
+    config.write_text(json.dumps(MICRO))
+    common = dict(teacher=teacher, train=train, student=str(config), measure_speed=False, progress=False)
+    loop = LoopConfig(epochs=1, batch_size=16, learning_rate=2e-3, seed=3)
+    first = distill(out=tmp_path / "a", loop=loop, **common)
+    held, rows = held_out_accuracy(teacher)
+    assert first.teacher_dev_accuracy == held and rows == 24 and "split" in first.dev
+    manifest = json.loads((teacher / MANIFEST_NAME).read_text())
+    manifest["refit"]["held_out"]["dev_accuracy"] = 0.5
+    (teacher / MANIFEST_NAME).write_text(json.dumps(manifest))
+    halved = distill(out=tmp_path / "b", loop=loop, **common)
+    assert halved.teacher_dev_accuracy == 0.5
+    assert halved.soft_label_temperature > max(1.0, first.soft_label_temperature)
