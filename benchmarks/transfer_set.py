@@ -135,6 +135,7 @@ def run_arm(
     bundles: tuple[str, ...] = ("fp16",),
     calibrate: bool = True,
     distill_epochs: int | None = None,
+    blend: float | None = None,
 ) -> dict:
     from mlx_edge.pipeline import PipelineConfig, run_pipeline
 
@@ -146,7 +147,9 @@ def run_arm(
         test=test,
         seed=seed,
         bundles=bundles,
-        teacher={"dir": str(trained[0].parent)} if trained else {"model": teacher, **({"head": head} if head else {})},
+        teacher={"dir": str(trained[0].parent)}
+        if trained
+        else {"model": teacher, **({"head": head} if head else {}), **({"blend": blend} if blend is not None else {})},
         unlabeled=(rest,) if "unlabeled" in arm.split("+") else (),
         teacher_edits=edits if "edits" in arm.split("+") else 0,
         distill={
@@ -191,6 +194,7 @@ def main() -> None:
     parser.add_argument(
         "--teacher-head", choices=("auto", "new", "probe"), default=None, help="[teacher] head (default: its default)"
     )
+    parser.add_argument("--teacher-blend", type=float, default=None, help="[teacher] blend (default: its default)")
     parser.add_argument("--student", default=None, help="[distill] student (default: its default, auto)")
     parser.add_argument("--bundles", default="fp16", help="bundles the pipeline makes and checks, e.g. fp16,int8")
     parser.add_argument(
@@ -238,6 +242,7 @@ def main() -> None:
                     tuple(args.bundles.split(",")),
                     not args.no_calibrate,
                     args.distill_epochs,
+                    args.teacher_blend,
                 )
                 row = {"dataset": args.dataset, "size": size, "seed": seed, "arm": arm, "probe": line["probe"]["all"]}
                 row.update(result)

@@ -224,6 +224,8 @@ def train_teacher(
         label_column=label_column,
         progress=progress,
     )
+    if settings.refit == "no" or (settings.refit == "auto" and dev is not None):
+        return run(settings, out=out, on_epoch=on_epoch)
     train_rows, dev_rows = _split_rows(train, dev, settings, text_column, label_column)
     if not refits(settings, dev, dev_rows):
         return run(settings, out=out, on_epoch=on_epoch)
