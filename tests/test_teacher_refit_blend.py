@@ -11,6 +11,8 @@ import pytest
 
 from mlx_edge.manifest import MANIFEST_NAME, held_out_accuracy
 
+MICRO = {"num_hidden_layers": 1, "hidden_size": 16, "num_attention_heads": 2, "intermediate_size": 24}
+
 
 def _train(base_dir, train, out, dev=None, **settings):
     from mlx_edge.teacher.train import train_teacher
@@ -25,12 +27,12 @@ def _train(base_dir, train, out, dev=None, **settings):
 
 @pytest.mark.parametrize("backend", ["torch", "mlx"])
 def test_a_small_dev_split_is_measured_then_learned(base_dir, toy_data, tmp_path, backend):
-    """240 rows, no dev file: a 24-row split keeps the last epoch, so `auto` refits. The dev figures are
+    """240 rows, no dev file: a 24-row split keeps the last epoch, so `--refit auto` refits. The dev figures are
     the first fit's; the refit trains on all 240 rows, so at 15 steps per epoch (not 14) it reaches
     --min-steps 29 in 2 epochs where the first fit needed 3."""
     train, _ = toy_data
     out = tmp_path / "t"
-    result, lines = _train(base_dir, train, out, min_steps=29, backend=backend)
+    result, lines = _train(base_dir, train, out, min_steps=29, refit="auto", backend=backend)
     first = [m for m in lines if not m.get("refit")]
     second = [m for m in lines if m.get("refit")]
     assert [m["epoch"] for m in first] == [0, 1, 2, 3]  # the probe, then 3 epochs of 14 steps
@@ -46,8 +48,9 @@ def test_a_small_dev_split_is_measured_then_learned(base_dir, toy_data, tmp_path
 
 
 def test_no_refit_with_a_dev_file_or_when_told(base_dir, toy_data, tmp_path):
+    """`auto` with a dev file, and `no` (the default) with a small split: one fit, its own dev figures."""
     train, dev = toy_data
-    result, lines = _train(base_dir, train, tmp_path / "a", dev, min_steps=0)  # 60 dev rows: last
+    result, lines = _train(base_dir, train, tmp_path / "a", dev, min_steps=0, refit="auto")  # 60 dev rows: last
     assert not result.refit and not any(m.get("refit") for m in lines)
     assert held_out_accuracy(tmp_path / "a") is None
     result, lines = _train(base_dir, train, tmp_path / "b", min_steps=0, refit="no")
@@ -111,11 +114,10 @@ def test_distill_judges_a_refit_teacher_by_its_first_fit(base_dir, toy_data, tmp
     softened to that confidence."""
     from mlx_edge.distill.api import distill
     from mlx_edge.distill.loop import LoopConfig
-    from tests.test_soft_label_calibration import MICRO
 
     train, _ = toy_data
     teacher = tmp_path / "t"
-    _train(base_dir, train, teacher, min_steps=30)
+    _train(base_dir, train, teacher, min_steps=30, refit="auto")
     config = tmp_path / "micro.json"
     config.write_text(json.dumps(MICRO))
     common = dict(teacher=teacher, train=train, student=str(config), measure_speed=False, progress=False)
