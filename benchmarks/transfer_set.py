@@ -136,6 +136,7 @@ def run_arm(
     calibrate: bool = True,
     distill_epochs: int | None = None,
     blend: float | None = None,
+    refit: str | None = None,
 ) -> dict:
     from mlx_edge.pipeline import PipelineConfig, run_pipeline
 
@@ -149,7 +150,12 @@ def run_arm(
         bundles=bundles,
         teacher={"dir": str(trained[0].parent)}
         if trained
-        else {"model": teacher, **({"head": head} if head else {}), **({"blend": blend} if blend is not None else {})},
+        else {
+            "model": teacher,
+            **({"head": head} if head else {}),
+            **({"blend": blend} if blend is not None else {}),
+            **({"refit": refit} if refit else {}),
+        },
         unlabeled=(rest,) if "unlabeled" in arm.split("+") else (),
         teacher_edits=edits if "edits" in arm.split("+") else 0,
         distill={
@@ -195,6 +201,9 @@ def main() -> None:
         "--teacher-head", choices=("auto", "new", "probe"), default=None, help="[teacher] head (default: its default)"
     )
     parser.add_argument("--teacher-blend", type=float, default=None, help="[teacher] blend (default: its default)")
+    parser.add_argument(
+        "--teacher-refit", choices=("auto", "yes", "no"), default=None, help="[teacher] refit (default: its default)"
+    )
     parser.add_argument("--student", default=None, help="[distill] student (default: its default, auto)")
     parser.add_argument("--bundles", default="fp16", help="bundles the pipeline makes and checks, e.g. fp16,int8")
     parser.add_argument(
@@ -243,6 +252,7 @@ def main() -> None:
                     not args.no_calibrate,
                     args.distill_epochs,
                     args.teacher_blend,
+                    args.teacher_refit,
                 )
                 row = {"dataset": args.dataset, "size": size, "seed": seed, "arm": arm, "probe": line["probe"]["all"]}
                 row.update(result)
