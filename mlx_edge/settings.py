@@ -195,8 +195,8 @@ class TeacherTrainSettings(StageSettings):
     # the probe head's teacher is written as this share of its fine-tuned weights plus the rest of the
     # linear probe it started as (WiSE-FT); 1: the fine-tuned weights alone. Dev judges the blend. 0.5
     # lifted the teacher of 100 to-do rows above the probe in 3 draws of 3 (81.8/83.8/78.2% against
-    # 81.2/82.0/78.0%; fine-tuned: 80.2/83.7/77.5%), but its students learned less from it (edits +
-    # unlabeled, seed 2: 72.7% against 77.3% from the fine-tuned teacher): off by default (docs/teacher.md)
+    # 81.2/82.0/78.0%; fine-tuned: 80.2/83.7/77.5%), but its students did not follow (edits + unlabeled:
+    # 75.7/75.8/72.7% against the defaults' 78.0/76.2/79.5%): off by default (docs/teacher.md)
     blend: float = 1.0
 
 
