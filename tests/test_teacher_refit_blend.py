@@ -131,3 +131,23 @@ def test_distill_judges_a_refit_teacher_by_its_first_fit(base_dir, toy_data, tmp
     halved = distill(out=tmp_path / "b", loop=loop, **common)
     assert halved.teacher_dev_accuracy == 0.5
     assert halved.soft_label_temperature > max(1.0, first.soft_label_temperature)
+
+
+def test_a_teacher_refit_on_its_dev_file_is_judged_by_its_first_fit_there(base_dir, toy_data, tmp_path):
+    """`--refit yes` with a dev file: distill, given no dev, is chosen on the teacher's dev file, rows the
+    teacher then learned, so its report reads the first fit's accuracy (edited to 50% to tell them apart)."""
+    from mlx_edge.distill.api import distill
+    from mlx_edge.distill.loop import LoopConfig
+
+    train, dev = toy_data
+    teacher = tmp_path / "t"
+    _train(base_dir, train, teacher, dev, min_steps=0, refit="yes")
+    manifest = json.loads((teacher / MANIFEST_NAME).read_text())
+    assert manifest["refit"]["held_out"]["dev_rows"] == 60
+    manifest["refit"]["held_out"]["dev_accuracy"] = 0.5
+    (teacher / MANIFEST_NAME).write_text(json.dumps(manifest))
+    config = tmp_path / "micro.json"
+    config.write_text(json.dumps(MICRO))
+    report = distill(teacher=teacher, train=train, student=str(config), out=tmp_path / "s", measure_speed=False,
+                     progress=False, loop=LoopConfig(epochs=1, batch_size=16, learning_rate=2e-3, seed=3))  # fmt: skip
+    assert "dev file" in report.dev and report.teacher_dev_accuracy == 0.5

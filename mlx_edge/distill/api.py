@@ -260,7 +260,7 @@ def distill(
     student_pad = tokenizer.pad_id if plan is None else int(plan.remap[tokenizer.pad_id])
     soften = 1.0
     if loop.calibrate and len(dev_y):  # the student learns the teacher's logits / soften: as sure as it is right
-        confidence = teacher_confidence(teacher, teacher_pred, dev_y, teachers_split=rows.split is not None)
+        confidence = teacher_confidence(teacher, teacher_pred, dev_y, teachers_split=teachers_dev(teacher, rows))
         soften = softening_temperature(_learned_logits(provider, train_ids, student_pad), confidence)
         provider = _softened(provider, soften) if soften > 1.0 else provider
 
@@ -317,7 +317,7 @@ def distill(
         teacher_probs=softmax(teacher_logits),
         train_y=train_y,
         soft_label_temperature=soften,
-        teachers_split=rows.split is not None,
+        teachers_split=teachers_dev(teacher, rows),
     )
     _finish(
         work,
@@ -349,6 +349,15 @@ def teacher_confidence(teacher: Path, pred: np.ndarray, gold: np.ndarray, *, tea
         return smoothed_accuracy(pred, gold)
     right, rows = held[0] * held[1], held[1]
     return (right + 1.0) / (rows + 2.0)
+
+
+def teachers_dev(teacher: Path, rows: StudentRows) -> bool:
+    """Whether the student's dev rows are the teacher's own dev rows (its split, or its dev file): the
+    rows a refit teacher went on to learn."""
+    if rows.split is not None:
+        return True
+    record = ((read_manifest(Path(teacher)) or {}).get("data") or {}).get("dev")
+    return bool(record) and rows.dev_path is not None and sha256_file(Path(rows.dev_path)) == record.get("sha256")
 
 
 @dataclass(frozen=True)
