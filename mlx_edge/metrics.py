@@ -78,7 +78,12 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 def smoothed_accuracy(pred: np.ndarray, gold: np.ndarray) -> float:
     """(right + 1) / (rows + 2): an accuracy that is never 0 or 1 on a small split (Laplace)."""
     pred, gold = np.asarray(pred), np.asarray(gold)
-    return (float((pred == gold).sum()) + 1.0) / (len(gold) + 2.0)
+    return smoothed_share(float((pred == gold).sum()), len(gold))
+
+
+def smoothed_share(right: float, rows: int) -> float:
+    """(right + 1) / (rows + 2), from the count of right answers among `rows`."""
+    return (right + 1.0) / (rows + 2.0)
 
 
 def softening_temperature(logits: np.ndarray, confidence: float, *, most: float = 1000.0) -> float:

@@ -72,15 +72,19 @@ def test_refit_yes_after_best_trains_the_best_epochs(base_dir, toy_data, tmp_pat
 def test_calibration_reads_a_refit_teachers_first_fit(tmp_path):
     """distill's confidence in the teacher: on the split a refit teacher learned, its first fit's dev
     accuracy, smoothed as (right + 1) / (rows + 2); on other rows what it scores there."""
-    from mlx_edge.distill.api import teacher_confidence
+    from mlx_edge.distill.api import StudentRows, teacher_confidence, teacher_held_out
 
     pred, gold = np.array([0, 1, 1, 0]), np.array([0, 1, 1, 0])  # in-sample: all right
     (tmp_path / MANIFEST_NAME).write_text(json.dumps({"kind": "teacher", "refit": {"held_out": {
         "dev_accuracy": 0.7, "dev_rows": 10, "epoch": 3, "dev_macro_f1": 0.6}}}))  # fmt: skip
-    assert teacher_confidence(tmp_path, pred, gold, teachers_split=True) == pytest.approx(8 / 12)
-    assert teacher_confidence(tmp_path, pred, gold, teachers_split=False) == pytest.approx(5 / 6)
+    split = StudentRows(None, None, None, "the teacher's split", (0.1, 0))
+    other = tmp_path / "other-dev.jsonl"  # a dev file that is not the teacher's
+    other.write_text("")
+    elsewhere = StudentRows(None, None, other, str(other), None)
+    assert teacher_confidence(pred, gold, teacher_held_out(tmp_path, split)) == pytest.approx(8 / 12)
+    assert teacher_confidence(pred, gold, teacher_held_out(tmp_path, elsewhere)) == pytest.approx(5 / 6)
     (tmp_path / MANIFEST_NAME).write_text(json.dumps({"kind": "teacher"}))
-    assert teacher_confidence(tmp_path, pred, gold, teachers_split=True) == pytest.approx(5 / 6)
+    assert teacher_confidence(pred, gold, teacher_held_out(tmp_path, split)) == pytest.approx(5 / 6)
 
 
 @pytest.mark.parametrize("backend", ["torch", "mlx"])

@@ -233,17 +233,15 @@ def teacher_train(
         progress=not quiet,
         on_epoch=report,
     )
-    if main_rank and result.refit:
-        click.echo(
-            f"teacher written to {result.out_dir}: trained again on every labeled row, dev included, "
-            f"{result.epochs} epochs; dev accuracy before that {result.dev_accuracy:.3f} (macro-F1 "
-            f"{result.dev_macro_f1:.3f}; majority class {result.majority_baseline:.3f}) on {result.device} x{result.world_size}"
+    if main_rank:
+        kept = (
+            f"trained again on every labeled row, dev included, {result.epochs} epochs; dev accuracy before that"
+            if result.refit
+            else f"best epoch {result.best_epoch} of {result.epochs}, dev accuracy"
         )
-    elif main_rank:
         click.echo(
-            f"teacher written to {result.out_dir}: best epoch {result.best_epoch} of {result.epochs}, dev accuracy "
-            f"{result.dev_accuracy:.3f} (macro-F1 {result.dev_macro_f1:.3f}; majority class "
-            f"{result.majority_baseline:.3f}) on {result.device} x{result.world_size}"
+            f"teacher written to {result.out_dir}: {kept} {result.dev_accuracy:.3f} (macro-F1 "
+            f"{result.dev_macro_f1:.3f}; majority class {result.majority_baseline:.3f}) on {result.device} x{result.world_size}"
         )
 
 

@@ -36,6 +36,7 @@ from mlx_edge.metrics import (
     macro_f1,
     majority_accuracy,
     smoothed_accuracy,
+    smoothed_share,
     softening_temperature,
     softmax,
     trivial_note,
@@ -259,8 +260,9 @@ def distill(
 
     student_pad = tokenizer.pad_id if plan is None else int(plan.remap[tokenizer.pad_id])
     soften = 1.0
+    held_out = teacher_held_out(teacher, rows)
     if loop.calibrate and len(dev_y):  # the student learns the teacher's logits / soften: as sure as it is right
-        confidence = teacher_confidence(teacher, teacher_pred, dev_y, teachers_split=teachers_dev(teacher, rows))
+        confidence = teacher_confidence(teacher_pred, dev_y, held_out)
         soften = softening_temperature(_learned_logits(provider, train_ids, student_pad), confidence)
         provider = _softened(provider, soften) if soften > 1.0 else provider
 
@@ -317,7 +319,7 @@ def distill(
         teacher_probs=softmax(teacher_logits),
         train_y=train_y,
         soft_label_temperature=soften,
-        teachers_split=teachers_dev(teacher, rows),
+        teacher_held_out=held_out,
     )
     _finish(
         work,
@@ -341,23 +343,25 @@ def distill(
     return report
 
 
-def teacher_confidence(teacher: Path, pred: np.ndarray, gold: np.ndarray, *, teachers_split: bool) -> float:
+def teacher_confidence(pred: np.ndarray, gold: np.ndarray, held_out: tuple[float, int] | None) -> float:
     """How often the teacher is right on new text, for calibration: its smoothed accuracy on the dev
-    rows, or, when they are the split a refit teacher went on to learn, its first fit's on them."""
-    held = held_out_accuracy(teacher) if teachers_split else None
-    if held is None:
+    rows, or, given `held_out` (`teacher_held_out`: rows a refit teacher went on to learn), its first
+    fit's on them."""
+    if held_out is None:
         return smoothed_accuracy(pred, gold)
-    right, rows = held[0] * held[1], held[1]
-    return (right + 1.0) / (rows + 2.0)
+    accuracy_there, rows = held_out
+    return smoothed_share(accuracy_there * rows, rows)
 
 
-def teachers_dev(teacher: Path, rows: StudentRows) -> bool:
-    """Whether the student's dev rows are the teacher's own dev rows (its split, or its dev file): the
-    rows a refit teacher went on to learn."""
-    if rows.split is not None:
-        return True
+def teacher_held_out(teacher: Path, rows: StudentRows) -> tuple[float, int] | None:
+    """(dev accuracy, dev rows) of a refit teacher's first fit when the student's dev rows are the
+    teacher's own (its split, or its dev file by hash): the rows the refit went on to learn. Else None."""
+    held = held_out_accuracy(teacher)
+    if held is None or rows.split is not None:
+        return held
     record = ((read_manifest(Path(teacher)) or {}).get("data") or {}).get("dev")
-    return bool(record) and rows.dev_path is not None and sha256_file(Path(rows.dev_path)) == record.get("sha256")
+    same = bool(record) and rows.dev_path is not None and sha256_file(Path(rows.dev_path)) == record.get("sha256")
+    return held if same else None
 
 
 @dataclass(frozen=True)
@@ -524,13 +528,13 @@ def run_report(
     teacher_probs: np.ndarray | None = None,
     train_y: np.ndarray | None = None,
     soft_label_temperature: float = 1.0,
-    teachers_split: bool = False,
+    teacher_held_out: tuple[float, int] | None = None,
 ) -> DistillReport:
     """The report of a finished run (BERT or static student): the best student (`work`/best) against the
     teacher on dev (accuracy, agreement), parameters, file sizes, and the speed-up on the same dev rows
     and batch sizes with the two models' passes interleaved (compare_speed; 0 when not `measure_speed`).
-    On the split a refit teacher went on to learn (`teachers_split`), the teacher's dev accuracy is its
-    first fit's."""
+    Given `teacher_held_out` (dev rows a refit teacher went on to learn), the teacher's dev accuracy is
+    its first fit's."""
     best = load_model(work / "best", require_head=True)
     best_pred = predict_ids(cpu_float(best), student_ids, student_pad)[1]  # compare_speed times `best` itself
     sample = list(range(min(len(teacher_ids), SPEED_SAMPLE)))
@@ -542,9 +546,8 @@ def run_report(
             pairs=SPEED_PAIRS,
         )
     teacher_acc, student_acc = accuracy(teacher_pred, dev_y), accuracy(best_pred, dev_y)
-    held = held_out_accuracy(teacher) if teachers_split else None
-    if held is not None:
-        teacher_acc = held[0]
+    if teacher_held_out is not None:
+        teacher_acc = teacher_held_out[0]
     gold = None if train_y is None else np.asarray(train_y)[np.asarray(train_y) >= 0]
     majority = majority_accuracy(gold, dev_y) if gold is not None and len(gold) else 0.0
     labels = len(teacher_model.config.labels)

@@ -31,7 +31,7 @@ from mlx_edge.distill.api import (
     run_report,
     student_rows,
     teacher_confidence,
-    teachers_dev,
+    teacher_held_out,
 )
 from mlx_edge.distill.config import Schedule
 from mlx_edge.distill.loop import LoopConfig, run_loop
@@ -168,7 +168,8 @@ def distill_static(
         if freeze_table:
             model.table.freeze()
         _, teacher_dev_pred, _ = predict_ids(teacher_model, teacher_dev_ids, tokenizer.pad_id)
-        confidence = teacher_confidence(teacher, teacher_dev_pred, dev_y, teachers_split=teachers_dev(teacher, rows))
+        held_out = teacher_held_out(teacher, rows)
+        confidence = teacher_confidence(teacher_dev_pred, dev_y, held_out)
         soften = softening_temperature(teacher_logits, confidence) if loop.calibrate and len(dev_y) else 1.0
         teacher_logits = teacher_logits / soften  # an over-confident teacher's, as sure as it is right
         pad = student_tokenizer.pad_id
@@ -214,7 +215,7 @@ def distill_static(
             dev_source=rows.dev_source,
             measure_speed=measure_speed,
             soft_label_temperature=soften,
-            teachers_split=teachers_dev(teacher, rows),
+            teacher_held_out=held_out,
         )
         _finish(
             work,

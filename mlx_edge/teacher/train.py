@@ -184,7 +184,8 @@ def train_teacher(
 ) -> TeacherTrainResult:
     """Fine-tune `model` (hub id, directory or built-in name) on labeled data; write the best epoch to `out`.
 
-    When `refit` applies (`refits`), it trains twice: on the training rows, measured on dev (the
+    When `refit` applies ("yes"; or "auto" with no dev file and the last epoch kept, a dev split too
+    small to choose an epoch on being worth more as training rows), it trains twice: on the training rows, measured on dev (the
     result's dev figures and the manifest's `refit.held_out` are that fit's), then again from the
     base model on every labeled row, dev included, with the same settings (the best epoch's count of
     epochs when the first kept its best); the second is what `out` holds."""
@@ -227,7 +228,7 @@ def train_teacher(
     if settings.refit == "no" or (settings.refit == "auto" and dev is not None):
         return run(settings, out=out, on_epoch=on_epoch)
     train_rows, dev_rows = _split_rows(train, dev, settings, text_column, label_column)
-    if not refits(settings, dev, dev_rows):
+    if settings.refit == "auto" and not keeps_last(settings.select, dev_rows):
         return run(settings, out=out, on_epoch=on_epoch)
     # both fits by the first's head and epoch choice (the refit's extra rows must not flip "auto")
     settings = resolve_auto(settings, train_rows, dev_rows)
@@ -246,15 +247,6 @@ def train_teacher(
         _record_refit(out, first, dev_rows)
         shutil.rmtree(held, ignore_errors=True)
     return replace(second, dev_accuracy=first.dev_accuracy, dev_macro_f1=first.dev_macro_f1, refit=True)
-
-
-def refits(settings: TeacherTrainSettings, dev: Path | None, dev_rows: int) -> bool:
-    """Whether a teacher with these settings trains a second time on every labeled row: refit "yes", or
-    "auto" with no dev file and the last epoch kept (a dev split too small to choose an epoch on is
-    worth more as training rows: 100 to-do rows, docs/teacher.md). A dev file trains too under "yes"."""
-    if settings.refit == "auto":
-        return dev is None and keeps_last(settings.select, dev_rows)
-    return settings.refit == "yes"
 
 
 def _split_rows(train, dev, settings: TeacherTrainSettings, text_column, label_column) -> tuple[int, int]:
