@@ -140,6 +140,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "attention_loss": "mse | kl: how attention maps are compared",
         "two_stage": "TinyBERT: epochs of intermediate losses before prediction losses",
         "patience": "unset: no early stop; epochs without dev gain before stopping",
+        "select": "auto (last when dev has < 200 rows) | best (on dev) | last: the epoch kept",
         "checkpoint_every": "steps between resume checkpoints",
         "max_steps": "unset: every epoch; stop after this many steps",
         "cpu_shards": "unset: one per core, at most 8; MLX CPU streams per batch",

@@ -242,6 +242,7 @@ class DistillSettings(StageSettings):
         "init": ("auto", "teacher", "embeddings", "random"),
         "vocab": ("auto", "seen", "seen+chars", "seen+script", "all"),
         "attention_loss": ("mse", "kl"),
+        "select": ("auto", "best", "last"),
     }
 
     student: str = "auto"  # 4 layers cut to int4's widths (distill/student.py auto_shape): one student, every bundle
@@ -279,6 +280,9 @@ class DistillSettings(StageSettings):
     attention_loss: str = "mse"
     two_stage: int = 0
     patience: int | None = None
+    # the epoch kept: "best" on dev, "last", or "auto": last when the dev split has fewer than
+    # metrics.SMALL_DEV rows, as the teacher's select (the pipeline's dev of 100 labeled rows is 10 rows)
+    select: str = "auto"
     checkpoint_every: int = 200
     max_steps: int | None = None
     cpu_shards: int | None = None

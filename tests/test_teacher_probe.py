@@ -152,7 +152,8 @@ def test_teacher_train_with_the_probe_head_on_both_backends(base_dir, toy_data, 
 
 
 def test_the_few_label_defaults_resolve_by_the_data_size():
-    from mlx_edge.teacher.train import PROBE_HEAD_BELOW, SMALL_DEV, keeps_last, resolve_head
+    from mlx_edge.metrics import SMALL_DEV, keeps_last
+    from mlx_edge.teacher.train import PROBE_HEAD_BELOW, resolve_head
 
     assert resolve_head("auto", 300) == "probe" and resolve_head("auto", PROBE_HEAD_BELOW) == "new"
     assert resolve_head("new", 10) == "new" and resolve_head("probe", 10**6) == "probe"

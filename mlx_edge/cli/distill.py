@@ -15,6 +15,7 @@ from mlx_edge.cli.options import (
     layer_list,
     optimizer_options,
     renamed,
+    select_option,
     with_columns,
     with_unlabeled,
 )
@@ -198,8 +199,12 @@ from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
     help="TinyBERT style: this many epochs of intermediate losses only, then prediction losses.",
 )
 @click.option(
-    "--patience", type=click.IntRange(1), default=DISTILL.patience, help="Stop after this many epochs without dev gain."
+    "--patience",
+    type=click.IntRange(1),
+    default=DISTILL.patience,
+    help="Stop after this many epochs without dev gain (the best epoch on dev is kept).",
 )
+@select_option(DISTILL)
 @click.option(
     "--checkpoint-every",
     type=click.IntRange(1),
@@ -271,6 +276,7 @@ def distill(
     grad_accum,
     max_grad_norm,
     patience,
+    select,
     checkpoint_every,
     max_steps,
     cpu_shards,
@@ -340,6 +346,7 @@ def distill(
         attention_loss=attention_loss,
         two_stage=two_stage,
         patience=patience,
+        select=select,
         checkpoint_every=checkpoint_every,
         max_steps=max_steps,
         cpu_shards=cpu_shards,
@@ -418,7 +425,7 @@ def distill(
         f"file size      {r.teacher_file_bytes / 1e6:>10.1f}MB {r.student_file_bytes / 1e6:>10.1f}MB\n"
         f"samples/s      {r.teacher_samples_per_second:>12.1f} {r.student_samples_per_second:>12.1f}"
         f"   {r.speedup:.1f}x faster (MLX, same backend and batches; median of 5 interleaved passes)\n"
-        f"best epoch {r.best_epoch} of {r.epochs_run}{' (early stop)' if r.stopped_early else ''}, "
+        f"{r.kept} epoch {r.best_epoch} of {r.epochs_run} kept{' (early stop)' if r.stopped_early else ''}, "
         f"{r.steps} steps, {r.train_samples_per_second:.1f} training samples/s"
         + "".join(f"\nnote: {note}" for note in r.notes)
     )

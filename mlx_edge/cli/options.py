@@ -194,6 +194,18 @@ def layer_list(ctx, param, value):
         raise click.BadParameter("give layer numbers separated by commas, e.g. 2,4,6") from None
 
 
+def select_option(settings):
+    """--select with `settings`' default (teacher train, distill): the epoch kept."""
+    return click.option(
+        "--select",
+        type=click.Choice(["auto", "best", "last"]),
+        default=settings.select,
+        show_default=True,
+        help="The epoch kept: best on dev, the last, or auto: the last when the dev split has fewer than 200 rows "
+        "(a small dev split picks epochs by noise).",
+    )
+
+
 def optimizer_options(settings):
     """--warmup-ratio, --weight-decay, --grad-accum, --max-grad-norm with `settings`' defaults (teacher train, distill)."""
     options = [

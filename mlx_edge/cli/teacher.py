@@ -14,6 +14,7 @@ from mlx_edge.cli.options import (
     layer_list,
     optimizer_options,
     renamed,
+    select_option,
     with_columns,
     with_unlabeled,
 )
@@ -117,14 +118,7 @@ def teacher():
     "model (epoch 0 on dev; a few hundred labels gain most: docs/teacher.md); new: BERT's [CLS] pooler and a "
     "random head; auto: probe below 1,000 training rows, else new. A teacher trained before keeps its own head.",
 )
-@click.option(
-    "--select",
-    type=click.Choice(["auto", "best", "last"]),
-    default=TEACHER.select,
-    show_default=True,
-    help="The epoch kept: best on dev, the last, or auto: the last when the dev split has fewer than 200 rows "
-    "(a small dev split picks epochs by noise).",
-)
+@select_option(TEACHER)
 @click.option(
     "--refit",
     type=click.Choice(["auto", "yes", "no"]),

@@ -20,6 +20,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx_edge.data import LabeledData, LabelMap, collate, read_labeled, split_dev, warn_overlap
+from mlx_edge.distill.config import with_select
 from mlx_edge.distill.factorize import piece_weights, with_embedding_size
 from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
 from mlx_edge.distill.providers import cache_targets, live_targets, to_teacher_ids
@@ -74,7 +75,7 @@ class DistillReport:
     teacher_samples_per_second: float
     student_samples_per_second: float
     speedup: float
-    best_epoch: int
+    best_epoch: int  # the epoch kept: the best on dev, or the last (`kept`)
     epochs_run: int
     steps: int
     train_samples_per_second: float
@@ -83,6 +84,7 @@ class DistillReport:
     dev: str = ""  # where the dev rows came from: a file, or a split of the training file
     transfer_rows: int = 0  # unlabeled training rows (--unlabeled): KD and the other teacher terms only
     soft_label_temperature: float = 1.0  # the teacher's logits were divided by it (calibrate; 1: as they were)
+    kept: str = "best"  # "best" on dev or "last": the loop's select, "auto" decided
     # one line each: a teacher or student no better than chance or the majority label, flat soft labels
     notes: list[str] = field(default_factory=list)
 
@@ -161,6 +163,7 @@ def distill(
         else None
     )
     train_texts = train_data.texts + (extra.texts if extra else [])
+    loop = with_select(loop, len(dev_data.texts))
 
     cache = None
     if targets is not None:
@@ -579,6 +582,7 @@ def run_report(
         dev=dev_source,
         transfer_rows=transfer_rows,
         soft_label_temperature=soft_label_temperature,
+        kept=result.kept,
         notes=[n for n in notes if n],
     )
 

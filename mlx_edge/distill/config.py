@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mlx_edge.errors import DistillError
+from mlx_edge.metrics import keeps_last
 from mlx_edge.settings import DISTILL, DistillSettings
 
 TERMS = ("kd", "ce", "hidden", "attention", "embedding")
@@ -69,7 +70,9 @@ class LoopConfig:
     checkpoint_every: int = DISTILL.checkpoint_every
     max_steps: int | None = DISTILL.max_steps  # stop after this many optimizer steps (a trial, a benchmark)
     cpu_shards: int | None = DISTILL.cpu_shards  # CPU streams a step is split across; None: auto
-    keep_last: bool = False  # save the last epoch, not the best on dev (a few-label teacher: teacher/train.py)
+    # the epoch kept: "best" on dev, "last", or "auto" (distill resolves it by the dev split's size:
+    # metrics.keeps_last); the loop reads "best" or "last"
+    select: str = DISTILL.select
 
     def __post_init__(self):
         on = {k for k, w in self.weights.items() if w.ever_on}
@@ -84,6 +87,12 @@ class LoopConfig:
                 f"--two-stage {self.two_stage_epochs} trains only the intermediate losses first, and all of "
                 "their weights are 0 (--hidden-weight, --attention-weight, --embedding-weight)",
                 "give one of them a weight above 0, or drop --two-stage",
+            )
+        if self.select == "last" and self.patience is not None:
+            raise DistillError(
+                f"--patience {self.patience} stops on dev gains, and --select last keeps the last epoch "
+                "whatever dev says",
+                "drop --patience, or use --select best",
             )
         if self.two_stage_epochs >= self.epochs:
             raise DistillError(
@@ -109,6 +118,7 @@ class LoopConfig:
                 "calibrate",
                 "attention_loss",
                 "patience",
+                "select",
                 "checkpoint_every",
                 "max_steps",
                 "cpu_shards",
@@ -125,3 +135,13 @@ class LoopConfig:
                 if (k in ("kd", "ce")) == intermediate:
                     w[k] = 0.0
         return w
+
+
+def with_select(loop: LoopConfig, dev_rows: int) -> LoopConfig:
+    """`loop` with select "auto" decided for a dev split of `dev_rows` rows: the last epoch on a small
+    split (metrics.keeps_last: the best of 10 or 30 dev rows is whichever epoch the noise favours), the
+    best on dev on a larger one, or when --patience stops on dev gains."""
+    if loop.select != "auto":
+        return loop
+    last = loop.patience is None and keeps_last("auto", dev_rows)
+    return replace(loop, select="last" if last else "best")

@@ -81,6 +81,7 @@ class LoopResult:
     history: list[dict]
     samples_per_second: float
     stopped_early: bool
+    kept: str = "best"  # the epoch kept: "best" on dev or "last" (LoopConfig.select)
 
 
 def make_batch(rows, input_ids: np.ndarray, mask: np.ndarray, labels: np.ndarray, t: dict, terms_on: set[str]):
@@ -204,7 +205,7 @@ def run_loop(
         history.append(metrics)
         with open(work / "metrics.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(metrics) + "\n")
-        if config.keep_last:
+        if config.select == "last":
             improved = epoch == config.epochs - 1 or (config.max_steps is not None and step >= config.max_steps)
         else:
             improved = best is None or (metrics["dev_accuracy"], metrics["dev_macro_f1"]) > (
@@ -228,7 +229,9 @@ def run_loop(
             break
         if config.max_steps is not None and step >= config.max_steps:
             break
-    return LoopResult(step, len(history), best["epoch"], best, history, seen / max(seconds, 1e-9), stopped_early)
+    return LoopResult(
+        step, len(history), best["epoch"], best, history, seen / max(seconds, 1e-9), stopped_early, config.select
+    )
 
 
 def _epoch_metrics(epoch: int, step: int, train_means: np.ndarray, trainable: Trainable, evaluate, speed: float):

@@ -33,7 +33,7 @@ from mlx_edge.distill.api import (
     teacher_confidence,
     teacher_held_out,
 )
-from mlx_edge.distill.config import Schedule
+from mlx_edge.distill.config import Schedule, with_select
 from mlx_edge.distill.loop import LoopConfig, run_loop
 from mlx_edge.distill.static_settings import STATIC
 from mlx_edge.distill.static_table import (
@@ -119,6 +119,7 @@ def distill_static(
     labels = teacher_model.config.labels
     rows = student_rows(teacher, train, dev, labels, dev_fraction, loop.seed, text_column, label_column)
     train_data, dev_data, dev = rows.train, rows.dev, rows.dev_path
+    loop = with_select(loop, len(dev_data.texts))
     cache = _open_cache(targets, teacher, labels, max_length) if targets is not None else None
     max_length = max_length or (cache.manifest["max_length"] if cache is not None else None)
     max_length = min(

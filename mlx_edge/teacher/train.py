@@ -28,7 +28,7 @@ from mlx_edge.data import LabeledData, bucketed_batches, collate, load_splits
 from mlx_edge.errors import ModelError, OutputError, TeacherError
 from mlx_edge.fileio import atomic_write_json, refuse_overwriting_inputs, remove_stale_staging, staging_dir
 from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, read_manifest, write_manifest
-from mlx_edge.metrics import accuracy, macro_f1, majority_accuracy
+from mlx_edge.metrics import accuracy, keeps_last, macro_f1, majority_accuracy
 from mlx_edge.models.builtin import resolve_model
 from mlx_edge.models.checkpoint import ensure_vocab_txt
 from mlx_edge.models.tokenizer import load_tokenizer, unknown_share, warn_unknown
@@ -74,9 +74,6 @@ TABLE_FREEZE_MIN = 20_000_000  # weights: below this a table's optimizer update 
 # head = "auto": the LP-FT probe head below this many training rows (measured at 100 and 300 to-do rows,
 # docs/teacher.md), BERT's [CLS] pooler and a new head above (the demo's 3,000 rows: 95.2% dev)
 PROBE_HEAD_BELOW = 1000
-# select = "auto": keep the last epoch when the dev split has fewer rows than this (each row moves its
-# accuracy by 0.5 points or more, and the best-on-dev epoch follows that noise), else the best on dev
-SMALL_DEV = 200
 
 
 def resolve_head(head: str, train_rows: int) -> str:
@@ -84,11 +81,6 @@ def resolve_head(head: str, train_rows: int) -> str:
     if head != "auto":
         return head
     return "probe" if train_rows < PROBE_HEAD_BELOW else "new"
-
-
-def keeps_last(select: str, dev_rows: int) -> bool:
-    """Whether `select` ("auto", "best" or "last") keeps the last epoch for a dev split of `dev_rows` rows."""
-    return select == "last" or (select == "auto" and dev_rows < SMALL_DEV)
 
 
 def resolve_auto(settings: TeacherTrainSettings, train_rows: int, dev_rows: int) -> TeacherTrainSettings:

@@ -119,7 +119,7 @@ def train_mlx(
         two_stage_epochs=0,
         patience=None,
         checkpoint_every=0,
-        keep_last=keep_last,
+        select="last" if keep_last else "best",
     )
     labels_count = len(labels)
 
