@@ -31,10 +31,12 @@ def test_auto_keeps_the_last_epoch_on_a_small_dev_split_and_the_best_on_a_large_
     assert with_select(LoopConfig(select="last"), 10**6).select == "last"
 
 
-def test_last_with_patience_is_refused():
+def test_last_with_patience_and_an_unknown_select_are_refused():
     with pytest.raises(DistillError, match="--patience") as caught:
         LoopConfig(select="last", patience=2)
     assert "--select best" in caught.value.hint
+    with pytest.raises(DistillError, match="'lastt' is not auto, best or last"):
+        LoopConfig(select="lastt")
 
 
 def test_the_cli_refuses_last_with_patience_before_writing(trained_teacher, toy_data, tmp_path):
