@@ -198,7 +198,7 @@ def select_option(settings):
     """--select with `settings`' default (teacher train, distill): the epoch kept."""
     return click.option(
         "--select",
-        type=click.Choice(["auto", "best", "last"]),
+        type=click.Choice(settings.CHOICES["select"]),
         default=settings.select,
         show_default=True,
         help="The epoch kept: best on dev, the last, or auto: the last when the dev split has fewer than 200 rows "

@@ -88,7 +88,7 @@ class LoopConfig:
                 "their weights are 0 (--hidden-weight, --attention-weight, --embedding-weight)",
                 "give one of them a weight above 0, or drop --two-stage",
             )
-        if self.select not in ("auto", "best", "last"):
+        if self.select not in DistillSettings.CHOICES["select"]:
             raise DistillError(f"select {self.select!r} is not auto, best or last", "use one of those")
         if self.select == "last" and self.patience is not None:
             raise DistillError(
