@@ -24,6 +24,8 @@ DENSE_LAYER = "classifier"
 SOFTMAX_LAYER = "softmax"
 LOSS_LAYER = "loss"
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
+# the head's learning rate for embeddings of unit squared norm (the export divides it by the student's)
+HEAD_RATE = 0.05
 EPOCHS = tuple(range(1, 201))
 
 
@@ -32,7 +34,7 @@ class HeadTraining:
     """What MLUpdateTask will use by default, and the ranges an app may override within."""
 
     optimizer: str = "sgd"  # "sgd" (default: Adam keeps two more copies of the weights) or "adam"
-    learning_rate: float = 0.05
+    learning_rate: float | None = HEAD_RATE  # None: the export sets it from the embeddings (export.head_rate)
     learning_rate_range: tuple[float, float] = (1e-5, 1.0)
     batch_size: int = 8
     batch_sizes: tuple[int, ...] = BATCH_SIZES

@@ -158,7 +158,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "palettize_bits": "bits per weight with palettize: 2, 4, 6 or 8",
         "palettize_mode": "kmeans | uniform: how the palette is built",
         "head_optimizer": "sgd | adam: the updatable head's, on the device",
-        "head_learning_rate": "the head's, baked in (apps may override)",
+        "head_learning_rate": "the head's, baked in (apps may override); unset: 0.05 / the embeddings' mean squared norm",
         "head_batch_size": "the head's mini-batch: 1, 2, 4, 8, 16, 32 or 64",
         "head_epochs": "the head's epochs, baked in (apps may choose 1-200)",
         "author": "recorded in the models' metadata",

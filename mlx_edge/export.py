@@ -17,18 +17,20 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from bridges import coreml_export as cx
 from bridges import io_names
+from bridges.check_numeric import encode
 from bridges.checks import bundle_files, check_files, check_io
 from bridges.coreml_codes import check_student_codes, student_codes, write_codes
 from bridges.coreml_export import BLOCK_MODES, COMPUTE_UNITS, MIN_TARGETS, PRECISIONS, QUANTIZE, parse_seq_len
-from bridges.coreml_head import BATCH_SIZES, EPOCHS, HeadTraining, build_head, describe_head, save_head
+from bridges.coreml_head import BATCH_SIZES, EPOCHS, HEAD_RATE, HeadTraining, build_head, describe_head, save_head
 from bridges.onnx_export import export_onnx
 from bridges.torch_mirror import ClassifierWrapper, load_mirror, read_student_weights
 from mlx_edge.bundle.layout import (
@@ -89,7 +91,7 @@ def export_bundle(
     palettize_bits: int = EXPORT.palettize_bits,
     palettize_mode: str = EXPORT.palettize_mode,
     head_optimizer: str = EXPORT.head_optimizer,
-    head_learning_rate: float = EXPORT.head_learning_rate,
+    head_learning_rate: float | None = EXPORT.head_learning_rate,
     head_batch_size: int = EXPORT.head_batch_size,
     head_epochs: int = EXPORT.head_epochs,
     author: str = EXPORT.author,
@@ -112,7 +114,8 @@ def export_bundle(
     `extras`: "classifier", "onnx" and/or "tokenizer-json", what the app does not load (see bundle/layout.py).
     `block_size`: the most weights per scale with quantize "int8-block" / "int4-block" (iOS18); each
     weight takes the largest divisor of its input width up to it (`bridges.coreml_export.block_for`).
-    `head_*`: the updatable head's on-device training, baked into Head.mlmodel (apps may override some).
+    `head_*`: the updatable head's on-device training, baked into Head.mlmodel (apps may override some);
+    `head_learning_rate` None: HEAD_RATE over the mean squared norm of the embeddings on the check texts.
     """
     start = time.perf_counter()
     student_dir, out_dir = Path(student_dir), Path(out_dir)
@@ -124,7 +127,8 @@ def export_bundle(
     for extra in extras:
         _check_choice("extra", extra, EXTRAS)
     extras = tuple(e for e in EXTRAS if e in extras)  # one order, no repeats
-    if head_batch_size not in BATCH_SIZES or head_epochs not in EPOCHS or not 1e-5 <= head_learning_rate <= 1.0:
+    rate_ok = head_learning_rate is None or 1e-5 <= head_learning_rate <= 1.0
+    if head_batch_size not in BATCH_SIZES or head_epochs not in EPOCHS or not rate_ok:
         raise ExportError(
             f"head training settings out of range (batch {head_batch_size}, epochs {head_epochs}, "
             f"learning rate {head_learning_rate})",
@@ -149,7 +153,7 @@ def export_bundle(
             "input with enumerated shapes",
             f"use a range such as {seq.min}-{seq.max}, or --min-target iOS18",
         )
-    training = HeadTraining(
+    training = HeadTraining(  # learning_rate None: set from the embeddings once the student is loaded (_build)
         optimizer=head_optimizer, learning_rate=head_learning_rate, batch_size=head_batch_size, epochs=head_epochs
     )
     texts = parity_texts if parity_texts is not None else default_texts(n_texts)
@@ -326,7 +330,14 @@ def _build(
     mirror.fixed_length = None
 
     step("head")
+    rate_from = None
+    if training.learning_rate is None:
+        rate, squared = head_rate(mirror, encode(tokenizer, texts, seq))
+        training = replace(training, learning_rate=rate)
+        rate_from = {"rate_per_unit_squared_norm": HEAD_RATE, "mean_squared_norm": squared, "texts": len(texts)}
     entries["head"] = _head(weights, training, tmp, about=about, meta=meta)
+    if rate_from:
+        entries["head"]["learning_rate_from"] = rate_from
     bar.update()
 
     if "onnx" in extras:
@@ -435,6 +446,24 @@ def _program(
     }
     entry["embedding_output" if name == "encoder" else "probabilities_output"] = list(docs)[0]
     return entry
+
+
+def head_rate(mirror, examples: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
+    """(the head's default learning rate, the mean squared norm of the embeddings it is scaled by): an
+    SGD step on a linear head moves an example's logits by about rate x |embedding|^2, so HEAD_RATE over
+    the mean squared norm gives every student's head the same pace (within the head's allowed 1e-5..1)."""
+    import torch  # lazy: the export imports torch through the mirror anyway
+
+    was_training = mirror.training
+    mirror.eval()
+    with torch.no_grad():
+        squared = [
+            float((mirror(torch.from_numpy(ids), torch.from_numpy(mask))[0].double() ** 2).sum())
+            for ids, mask in examples
+        ]
+    mirror.train(was_training)
+    mean = float(np.mean(squared))
+    return float(np.clip(HEAD_RATE / max(mean, 1e-12), 1e-5, 1.0)), mean
 
 
 def _head(weights: dict, training: HeadTraining, tmp: Path, *, about: str, meta: dict) -> dict:

@@ -327,7 +327,11 @@ class ExportSettings(StageSettings):
     palettize_mode: str = "kmeans"
     # The updatable head's on-device training (MLUpdateTask), baked into Head.mlmodel.
     head_optimizer: str = "sgd"
-    head_learning_rate: float = 0.05
+    # None: HEAD_RATE (0.05) over the mean squared norm of the student's embeddings on the check texts,
+    # so that a step moves the logits alike whatever the student's scale: a few-label student's pooled
+    # embeddings had norms of 0.5-0.8 and at a fixed 0.05 its head needed over 200 epochs to learn 8
+    # corrections (`check` failed), where one with norms near 1 needed 74 (docs/export.md)
+    head_learning_rate: float | None = None
     head_batch_size: int = 8
     head_epochs: int = 20
     author: str = ""

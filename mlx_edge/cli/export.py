@@ -120,8 +120,9 @@ def _seq_len(ctx, param, value):
     "--head-learning-rate",
     type=FiniteFloatRange(1e-5, 1.0),
     default=EXPORT.head_learning_rate,
-    show_default=True,
-    help="Head learning rate baked into Head.mlmodel (apps may override within 1e-5..1).",
+    help="Head learning rate baked into Head.mlmodel (apps may override within 1e-5..1). Default: 0.05 over "
+    "the mean squared norm of the student's embeddings on the check texts, so every student's head learns "
+    "a correction at the same pace.",
 )
 @click.option(
     "--head-batch-size",
