@@ -19,7 +19,9 @@ from the labeled rows, as it does for users), the shipped test set scored. Arms:
 - `edits+unlabeled`: both transfer sets;
 
 The arms of one size and seed share one teacher: the first arm trains it (or one an earlier run left
-in the same --work directory is reused), the others are given it, so they differ in the transfer set only;
+in the same --work directory is reused), the others are given it, so they differ in the transfer set only.
+Where the teacher self-trains on the unlabeled text (`[teacher] self_train`: by default below 200 labeled
+training rows), the arms with unlabeled text share one such teacher and the others the plain one;
 
 and the baseline every arm must beat: a logistic regression on the teacher's frozen embeddings
 (mean-pooled over real tokens, "query: " prefix as e5 expects) trained on the same labeled rows.
@@ -137,11 +139,24 @@ def run_arm(
     distill_epochs: int | None = None,
     blend: float | None = None,
     refit: str | None = None,
+    self_train: str | None = None,
 ) -> dict:
     from mlx_edge.pipeline import PipelineConfig, run_pipeline
+    from mlx_edge.settings import TEACHER
+    from mlx_edge.teacher import self_train as self_training
 
-    # the size and seed's teacher, when another arm made it (an arm run again keeps its own)
-    trained = [p for p in sorted(out.parent.glob("*/teacher/model.safetensors")) if p.parents[1] != out]
+    def own_teacher(name: str) -> bool:  # whether the arm's teacher self-trains on its unlabeled text
+        rows = sum(1 for _ in open(labeled, encoding="utf-8"))
+        train_rows = rows - round(rows * TEACHER.dev_fraction)  # about the pipeline's split
+        has_text = "unlabeled" in name.split("+")
+        return self_training.applies(self_train or TEACHER.self_train, train_rows, has_text)
+
+    # the size and seed's teacher, when another arm of the same kind made it (an arm run again keeps its own)
+    trained = [
+        p
+        for p in sorted(out.parent.glob("*/teacher/model.safetensors"))
+        if p.parents[1] != out and own_teacher(p.parents[1].name) == own_teacher(arm)
+    ]
     config = PipelineConfig(
         out=out,
         train=labeled,
@@ -155,6 +170,7 @@ def run_arm(
             **({"head": head} if head else {}),
             **({"blend": blend} if blend is not None else {}),
             **({"refit": refit} if refit else {}),
+            **({"self_train": self_train} if self_train else {}),
         },
         unlabeled=(rest,) if "unlabeled" in arm.split("+") else (),
         teacher_edits=edits if "edits" in arm.split("+") else 0,
@@ -181,7 +197,13 @@ def run_arm(
         "notes": report.get("notes", []),
         "check": report["check"],
         "soft_label_temperature": _distill_report(out).get("soft_label_temperature"),
+        "teacher_self_train": _teacher_manifest(out).get("self_train"),
     }
+
+
+def _teacher_manifest(out: Path) -> dict:
+    path = out / "teacher" / "mlx_edge_manifest.json"  # a teacher the arm trained itself
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _distill_report(out: Path) -> dict:
@@ -203,6 +225,12 @@ def main() -> None:
     parser.add_argument("--teacher-blend", type=float, default=None, help="[teacher] blend (default: its default)")
     parser.add_argument(
         "--teacher-refit", choices=("auto", "yes", "no"), default=None, help="[teacher] refit (default: its default)"
+    )
+    parser.add_argument(
+        "--teacher-self-train",
+        choices=("auto", "yes", "no"),
+        default=None,
+        help="[teacher] self_train (default: its default)",
     )
     parser.add_argument("--student", default=None, help="[distill] student (default: its default, auto)")
     parser.add_argument("--bundles", default="fp16", help="bundles the pipeline makes and checks, e.g. fp16,int8")
@@ -253,6 +281,7 @@ def main() -> None:
                     args.distill_epochs,
                     args.teacher_blend,
                     args.teacher_refit,
+                    args.teacher_self_train,
                 )
                 row = {"dataset": args.dataset, "size": size, "seed": seed, "arm": arm, "probe": line["probe"]["all"]}
                 row.update(result)

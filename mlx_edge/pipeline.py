@@ -264,6 +264,9 @@ def run_pipeline(
                 force=True,
                 text_column=config.text_column,
                 label_column=config.label_column,
+                unlabeled=config.unlabeled,
+                unlabeled_column=config.unlabeled_column,
+                held_out_texts=held_out,
                 progress=progress,
                 **stage_settings(config, "teacher").kwargs(),
             )

@@ -146,22 +146,28 @@ column_options = [
 ]
 
 
-unlabeled_options = [
-    click.option(
-        "--unlabeled",
-        "unlabeled_paths",
-        type=click.Path(path_type=Path),
-        multiple=True,
-        help="Text with no label (one text per line, or a .csv/.tsv/.jsonl text column), added as a transfer "
-        "set: the student learns the teacher on it, cross-entropy stays on labeled rows; texts equal to dev "
-        "texts are dropped. Repeatable.",
-    ),
-    click.option(
-        "--unlabeled-column",
-        default=None,
-        help="The text column of --unlabeled .csv/.tsv/.jsonl files (found by name if omitted).",
-    ),
-]
+def unlabeled_options_for(what: str) -> list:
+    """--unlabeled (repeatable) and --unlabeled-column; `what` says what the command does with the text."""
+    return [
+        click.option(
+            "--unlabeled",
+            "unlabeled_paths",
+            type=click.Path(path_type=Path),
+            multiple=True,
+            help=f"Text with no label (one text per line, or a .csv/.tsv/.jsonl text column), {what}. Repeatable.",
+        ),
+        click.option(
+            "--unlabeled-column",
+            default=None,
+            help="The text column of --unlabeled .csv/.tsv/.jsonl files (found by name if omitted).",
+        ),
+    ]
+
+
+unlabeled_options = unlabeled_options_for(
+    "added as a transfer set: the student learns the teacher on it, cross-entropy stays on labeled rows; "
+    "texts equal to dev texts are dropped"
+)
 
 
 def option_group(options: list):

@@ -13,8 +13,10 @@ from mlx_edge.cli.options import (
     echo_err,
     layer_list,
     optimizer_options,
+    option_group,
     renamed,
     select_option,
+    unlabeled_options_for,
     with_columns,
     with_unlabeled,
 )
@@ -135,6 +137,15 @@ def teacher():
     help="With the probe head: the teacher written is this share of its fine-tuned weights plus the rest of "
     "the linear probe it started as (WiSE-FT); 1: the fine-tuned weights alone. Dev judges the blend.",
 )
+@option_group(unlabeled_options_for("that --self-train learns from"))
+@click.option(
+    "--self-train",
+    type=click.Choice(TEACHER.CHOICES["self_train"]),
+    default=TEACHER.self_train,
+    show_default=True,
+    help="With --unlabeled: train again on the labeled rows plus the first fit's surest answers on that text "
+    "(of each label, the more confident half): yes, no, or auto: below 200 labeled training rows.",
+)
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
 def teacher_train(
@@ -164,6 +175,9 @@ def teacher_train(
     select,
     refit,
     blend,
+    unlabeled_paths,
+    unlabeled_column,
+    self_train,
     force,
     quiet,
 ):
@@ -178,6 +192,7 @@ def teacher_train(
       mlx-edge teacher train --model bert-base-chinese --train train.csv --out teacher
       mlx-edge teacher train --model ./minilm --train train.jsonl --dev dev.jsonl --epochs 5 --out t
       mlx-edge teacher train --model multilingual-e5-small --train train.jsonl --out t
+      mlx-edge teacher train --model multilingual-e5-small --train few.csv --unlabeled notes.txt --out t
       mlx-edge teacher train --model multilingual-e5-small --backend mlx --train train.jsonl --out t
       torchrun --nproc_per_node 4 -m mlx_edge teacher train --model bert-base-chinese --train t.csv --out t
     """
@@ -189,8 +204,9 @@ def teacher_train(
 
     def report(m):
         refit_run = m.get("refit", False)  # the second fit's dev rows are among those it learns
+        second = "refit " if refit_run else "self-trained " if m.get("self_train") else ""
         echo_err(
-            f"{'refit ' if refit_run else ''}epoch {m['epoch']}{' (linear probe)' if m['epoch'] == 0 else ''}: "
+            f"{second}epoch {m['epoch']}{' (linear probe)' if m['epoch'] == 0 else ''}: "
             f"loss {m['train_loss']:.4f}  dev accuracy {m['dev_accuracy']:.3f}{' (seen)' if refit_run else ''}"
             f"  macro-F1 {m['dev_macro_f1']:.3f}  {m['samples_per_second']:.1f} samples/s",
             quiet,
@@ -224,6 +240,9 @@ def teacher_train(
         select=select,
         refit=refit,
         blend=blend,
+        self_train=self_train,
+        unlabeled=unlabeled_paths,
+        unlabeled_column=unlabeled_column,
         progress=not quiet,
         on_epoch=report,
     )
@@ -233,6 +252,10 @@ def teacher_train(
             if result.refit
             else f"best epoch {result.best_epoch} of {result.epochs}, dev accuracy"
         )
+        if result.self_trained:
+            kept = f"self-trained with {result.self_trained} pseudo-labeled texts, {kept}"
+        elif unlabeled_paths:
+            echo_err(f"--unlabeled not used: --self-train {self_train} (auto: below 200 labeled training rows)", quiet)
         click.echo(
             f"teacher written to {result.out_dir}: {kept} {result.dev_accuracy:.3f} (macro-F1 "
             f"{result.dev_macro_f1:.3f}; majority class {result.majority_baseline:.3f}) on {result.device} x{result.world_size}"

@@ -14,7 +14,7 @@ import os
 import shutil
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from functools import partial
@@ -25,7 +25,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from mlx_edge.data import LabeledData, bucketed_batches, collate, load_splits
-from mlx_edge.errors import ModelError, OutputError, TeacherError
+from mlx_edge.errors import ConfigError, ModelError, OutputError, TeacherError
 from mlx_edge.fileio import atomic_write_json, refuse_overwriting_inputs, remove_stale_staging, staging_dir
 from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, read_manifest, write_manifest
 from mlx_edge.metrics import accuracy, keeps_last, macro_f1, majority_accuracy
@@ -36,6 +36,7 @@ from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.devices import torch_placement
 from mlx_edge.runtime.distributed import init_ranks
 from mlx_edge.settings import AUTO_LENGTHS, TEACHER, TeacherTrainSettings
+from mlx_edge.teacher import self_train as self_training
 from mlx_edge.teacher.probe import fit_linear_head, probe_loss
 from mlx_edge.teacher.source import (
     check_local_model,
@@ -48,6 +49,7 @@ from mlx_edge.teacher.source import (
     use_classifier_pooling,
 )
 from mlx_edge.teacher.train_mlx import train_mlx
+from mlx_edge.transfer import transfer_set
 
 METRICS_NAME = "metrics.jsonl"
 # The settings of the optimization itself: in the manifest, and what the MLX backend passes on.
@@ -66,6 +68,7 @@ class TeacherTrainResult:
     world_size: int
     epochs: int = 0  # the epochs run: --epochs, or more to reach --min-steps
     refit: bool = False  # trained again on every labeled row; the dev figures are the first fit's
+    self_trained: int = 0  # pseudo-labeled unlabeled texts the teacher trained on too (self_train.py)
 
 
 TABLE_FREEZE_MIN = 20_000_000  # weights: below this a table's optimizer update costs little
@@ -171,6 +174,10 @@ def train_teacher(
     select: str = TEACHER.select,
     refit: str = TEACHER.refit,
     blend: float = TEACHER.blend,
+    self_train: str = TEACHER.self_train,
+    unlabeled: Sequence[Path] = (),
+    unlabeled_column: str | None = None,
+    held_out_texts: Sequence[str] = (),
     progress: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
 ) -> TeacherTrainResult:
@@ -180,7 +187,13 @@ def train_teacher(
     small to choose an epoch on being worth more as training rows), it trains twice: on the training rows, measured on dev (the
     result's dev figures and the manifest's `refit.held_out` are that fit's), then again from the
     base model on every labeled row, dev included, with the same settings (the best epoch's count of
-    epochs when the first kept its best); the second is what `out` holds."""
+    epochs when the first kept its best); the second is what `out` holds.
+
+    When `self_train` applies ("yes"; or "auto" below self_train.BELOW training rows) and `unlabeled`
+    files are given, it trains twice too: the first fit labels their texts (none equal to a labeled
+    row, a dev text or one of `held_out_texts`, such as the test set's), and the second trains from the
+    base model on the training rows plus the first fit's surest answers (self_train.py); dev judges it
+    as usual, and it is what `out` holds."""
 
     out = Path(out)
     settings = TeacherTrainSettings(  # refuses a value out of range (ConfigError) before any work
@@ -204,6 +217,7 @@ def train_teacher(
         select=select,
         refit=refit,
         blend=blend,
+        self_train=self_train,
     )
     refuse_overwriting_inputs(out, train, dev, model if is_local(model) else None)  # --force would delete it
     if out.exists() and not force:
@@ -217,6 +231,21 @@ def train_teacher(
         label_column=label_column,
         progress=progress,
     )
+    if settings.self_train == "yes" and not unlabeled:
+        raise ConfigError(
+            "self_train = yes needs unlabeled text to learn from", "pass --unlabeled FILE ([data] unlabeled)"
+        )
+    if unlabeled and settings.self_train != "no" and settings.refit != "yes":
+        train_data, dev_data = _splits(train, dev, settings, text_column, label_column)
+        if self_training.applies(settings.self_train, len(train_data), bool(unlabeled)):
+            return _self_train(
+                run, settings, out, train_data, dev_data, files=unlabeled, column=unlabeled_column,
+                held_out=held_out_texts, on_epoch=on_epoch, progress=progress,
+            )  # fmt: skip
+    elif unlabeled and settings.self_train == "yes":
+        raise ConfigError(
+            "self_train and refit = yes both ask for a second fit", "choose one: self_train = no, or refit = no"
+        )
     if settings.refit == "no" or (settings.refit == "auto" and dev is not None):
         return run(settings, out=out, on_epoch=on_epoch)
     train_rows, dev_rows = _split_rows(train, dev, settings, text_column, label_column)
@@ -243,6 +272,12 @@ def train_teacher(
 
 def _split_rows(train, dev, settings: TeacherTrainSettings, text_column, label_column) -> tuple[int, int]:
     """How many rows the teacher trains on and is measured on (the dev file's, or the split's)."""
+    train_data, dev_data = _splits(train, dev, settings, text_column, label_column)
+    return len(train_data.texts), len(dev_data.texts)
+
+
+def _splits(train, dev, settings: TeacherTrainSettings, text_column, label_column) -> tuple[LabeledData, LabeledData]:
+    """The rows the teacher trains on and is measured on (the dev file's, or the split's), as the fits read them."""
     with warnings.catch_warnings():  # what the data looks like is said once, by the fit that reads it
         warnings.simplefilter("ignore")
         train_data, dev_data, _ = load_splits(
@@ -253,7 +288,57 @@ def _split_rows(train, dev, settings: TeacherTrainSettings, text_column, label_c
             text_column=text_column,
             label_column=label_column,
         )
-    return len(train_data.texts), len(dev_data.texts)
+    return train_data, dev_data
+
+
+def _self_train(
+    run, settings: TeacherTrainSettings, out: Path, train_data: LabeledData, dev_data: LabeledData, *,
+    files: Sequence[Path], column: str | None, held_out: Sequence[str], on_epoch, progress: bool,
+) -> TeacherTrainResult:  # fmt: skip
+    """The first fit, its pseudo-labels on the unlabeled texts, then the second fit on both (self_train.py)."""
+    if init_ranks().world > 1:
+        raise TeacherError(
+            "self-training labels the unlabeled text in one process; this run was started by torchrun",
+            "run it without torchrun, or set self_train = no",
+        )
+    with warnings.catch_warnings():  # distill says what it drops from the same files, for the student
+        warnings.simplefilter("ignore")
+        pool = transfer_set(
+            list(files), labeled=train_data.texts, held_out=[*dev_data.texts, *held_out], text_column=column
+        )
+    # both fits by the labeled rows' head and epoch choice (the pseudo-labeled rows must not flip "auto")
+    settings = resolve_auto(settings, len(train_data), len(dev_data))
+    first_dir = out.with_name(f".{out.name}.first-fit")
+    if first_dir.exists():
+        shutil.rmtree(first_dir)
+    first = run(settings, out=first_dir, on_epoch=on_epoch)
+    texts = self_training.sample(pool.texts, settings.seed)
+    if progress:
+        print(f"self-training: the first fit labels {len(texts)} unlabeled texts", flush=True)
+    device = "cpu" if settings.device == "cpu" else "auto"  # MLX's choice: its GPU where there is one
+    probabilities, labels = self_training.predict(
+        first_dir, texts, max_length=read_manifest(first_dir)["max_length"], device=device
+    )
+    pseudo = self_training.pseudo_rows(texts, probabilities, labels)
+    second_epoch = None if on_epoch is None else (lambda metrics: on_epoch(metrics | {"self_train": True}))
+    with warnings.catch_warnings():  # the same labeled rows: what the first fit said about them holds
+        warnings.simplefilter("ignore")
+        second = run(settings, out=out, pseudo=pseudo, on_epoch=second_epoch)
+    manifest = read_manifest(out)
+    manifest["self_train"] = {
+        "unlabeled_texts": len(pool.texts),
+        "labeled_by_first_fit": len(texts),
+        "pseudo_labeled": len(pseudo.texts),
+        "share": self_training.SHARE,
+        "first_fit": {
+            "epoch": first.best_epoch,
+            "dev_accuracy": first.dev_accuracy,
+            "dev_macro_f1": first.dev_macro_f1,
+        },
+    }
+    atomic_write_json(out / MANIFEST_NAME, manifest)
+    shutil.rmtree(first_dir, ignore_errors=True)
+    return replace(second, self_trained=len(pseudo.texts))
 
 
 def _record_refit(out: Path, held_out: TeacherTrainResult, dev_rows: int) -> None:
@@ -268,10 +353,11 @@ def _record_refit(out: Path, held_out: TeacherTrainResult, dev_rows: int) -> Non
 
 def _train_with_torch(
     settings: TeacherTrainSettings, *, model, train, out, dev, text_column, label_column, progress, on_epoch,
-    fit_all: bool = False,
+    fit_all: bool = False, pseudo: LabeledData | None = None,
 ) -> TeacherTrainResult:  # fmt: skip
     """`train_teacher` with backend="torch": `out` is written whole, from rank 0. `fit_all`: the dev rows
-    train too (a refit; its dev figures are then measured on rows it learned)."""
+    train too (a refit; its dev figures are then measured on rows it learned). `pseudo`: rows added to
+    the training split (self-training's pseudo-labels)."""
     epochs, min_steps, batch_size = settings.epochs, settings.min_steps, settings.batch_size
     learning_rate, max_length, seed = settings.learning_rate, settings.max_length, settings.seed
     weight_decay, warmup_ratio, grad_accum = settings.weight_decay, settings.warmup_ratio, settings.grad_accum
@@ -288,6 +374,8 @@ def _train_with_torch(
     )
     if fit_all:
         train_data = with_dev(train_data, dev_data)
+    if pseudo is not None:
+        train_data = with_dev(train_data, pseudo)
     torch.manual_seed(seed)
     transformers_progress(progress and dist.main)
     net, tokenizer = load_for_training(
@@ -508,7 +596,7 @@ def probe_metrics(features, weight, bias, start: float, train_y, dev_pred, dev_y
 
 def _train_with_mlx(
     settings: TeacherTrainSettings, *, model, train, out, dev, text_column, label_column, progress, on_epoch,
-    fit_all: bool = False,
+    fit_all: bool = False, pseudo: LabeledData | None = None,
 ) -> TeacherTrainResult:  # fmt: skip
     """`train_teacher` with backend="mlx" (teacher/train_mlx.py): one process, a local or built-in base."""
     if init_ranks().world > 1:
@@ -535,6 +623,8 @@ def _train_with_mlx(
     )
     if fit_all:
         train_data = with_dev(train_data, dev_data)
+    if pseudo is not None:
+        train_data = with_dev(train_data, pseudo)
     existing = head_labels(config)
     if existing is not None and existing != label_map.labels:
         raise ModelError(
@@ -613,7 +703,7 @@ def _train_with_mlx(
 
 
 def with_dev(train: LabeledData, dev: LabeledData) -> LabeledData:
-    """The training rows and the dev rows together (a refit), in that order."""
+    """The training rows and the dev rows together (a refit; or the pseudo-labeled rows), in that order."""
     return LabeledData(train.texts + dev.texts, train.labels + dev.labels, source=train.source)
 
 
@@ -647,7 +737,9 @@ def _finish(
             "seed": settings.seed,
         },
         hyperparameters={
-            **settings.kwargs(*OPTIMIZATION, "min_steps", "freeze_layers", "head", "select", "refit", "blend"),
+            **settings.kwargs(
+                *OPTIMIZATION, "min_steps", "freeze_layers", "head", "select", "refit", "blend", "self_train"
+            ),
             "epochs_run": result.epochs,
             "freeze_embeddings": freeze_embeddings,
             "backend": backend,
