@@ -85,7 +85,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "select": "auto (last when dev has < 200 rows) | best (on dev) | last: the epoch kept",
         "refit": "auto (with no dev file, when select keeps the last) | yes | no: train again on all labeled rows",
         "blend": "probe head: share of the fine-tuned weights, the rest the probe's (WiSE-FT); 1: fine-tuned only",
-        "self_train": "auto (below 200 labeled rows) | yes | no: learn again from its surest answers on [data] unlabeled",
+        "self_train": "auto (below 1,000 labeled rows) | yes | no: learn again from its surest answers on [data] unlabeled",
     },
     "augment": {
         "per_class": "new examples per class, added to train for label and distill",
@@ -198,7 +198,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "max_steps": 100,
         "cpu_shards": 2,
     },
-    "export": {"seq_len": "128"},
+    "export": {"seq_len": "128", "head_learning_rate": 0.05},
 }
 
 

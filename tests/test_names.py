@@ -54,6 +54,7 @@ CLI_ONLY = {
         "dev_path",
         "out",
         *COLUMNS,
+        *UNLABELED,  # the files self-training reads: [data] unlabeled in a config
         *RUN,
     },
     ("teacher", "label"): {

@@ -20,7 +20,7 @@ from mlx_edge.cli.options import (
     with_columns,
     with_unlabeled,
 )
-from mlx_edge.settings import DISTILL, LABEL, TEACHER, TEACHER_EDITS
+from mlx_edge.settings import DISTILL, LABEL, SELF_TRAIN_BELOW, TEACHER, TEACHER_EDITS
 
 
 @click.group()
@@ -144,7 +144,7 @@ def teacher():
     default=TEACHER.self_train,
     show_default=True,
     help="With --unlabeled: train again on the labeled rows plus the first fit's surest answers on that text "
-    "(of each label, the more confident half): yes, no, or auto: below 200 labeled training rows.",
+    f"(of each label, the more confident half): yes, no, or auto: below {SELF_TRAIN_BELOW:,} labeled training rows.",
 )
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 @click.option("--quiet", is_flag=True, help="No progress output.")
@@ -255,7 +255,10 @@ def teacher_train(
         if result.self_trained:
             kept = f"self-trained with {result.self_trained} pseudo-labeled texts, {kept}"
         elif unlabeled_paths:
-            echo_err(f"--unlabeled not used: --self-train {self_train} (auto: below 200 labeled training rows)", quiet)
+            echo_err(
+                f"--unlabeled not used: --self-train {self_train} (auto: below {SELF_TRAIN_BELOW:,} labeled training rows)",
+                quiet,
+            )
         click.echo(
             f"teacher written to {result.out_dir}: {kept} {result.dev_accuracy:.3f} (macro-F1 "
             f"{result.dev_macro_f1:.3f}; majority class {result.majority_baseline:.3f}) on {result.device} x{result.world_size}"
