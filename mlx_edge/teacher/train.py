@@ -12,6 +12,7 @@ import json
 import math
 import os
 import shutil
+import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -193,7 +194,7 @@ def train_teacher(
     files are given, it trains twice too: the first fit labels their texts (none equal to a labeled
     row, a dev text or one of `held_out_texts`, such as the test set's), and the second trains from the
     base model on the training rows plus the first fit's surest answers (self_train.py); dev judges it
-    as usual, and it is what `out` holds."""
+    as usual, and it is what `out` holds. It comes before `refit = "auto"`, which then does not refit."""
 
     out = Path(out)
     settings = TeacherTrainSettings(  # refuses a value out of range (ConfigError) before any work
@@ -314,7 +315,7 @@ def _self_train(
     first = run(settings, out=first_dir, on_epoch=on_epoch)
     texts = self_training.sample(pool.texts, settings.seed)
     if progress:
-        print(f"self-training: the first fit labels {len(texts)} unlabeled texts", flush=True)
+        print(f"self-training: the first fit labels {len(texts)} unlabeled texts", file=sys.stderr, flush=True)
     device = "cpu" if settings.device == "cpu" else "auto"  # MLX's choice: its GPU where there is one
     probabilities, labels = self_training.predict(
         first_dir, texts, max_length=read_manifest(first_dir)["max_length"], device=device
