@@ -20,7 +20,7 @@ from the labeled rows, as it does for users), the shipped test set scored. Arms:
 
 The arms of one size and seed share one teacher: the first arm trains it (or one an earlier run left
 in the same --work directory is reused), the others are given it, so they differ in the transfer set only.
-Where the teacher self-trains on the unlabeled text (`[teacher] self_train`: by default below 200 labeled
+Where the teacher self-trains on the unlabeled text (`[teacher] self_train`: by default below 1,000 labeled
 training rows), the arms with unlabeled text share one such teacher and the others the plain one;
 
 and the baseline every arm must beat: a logistic regression on the teacher's frozen embeddings
@@ -145,9 +145,10 @@ def run_arm(
     from mlx_edge.settings import TEACHER
     from mlx_edge.teacher import self_train as self_training
 
+    rows = sum(1 for _ in open(labeled, encoding="utf-8"))
+    train_rows = rows - round(rows * TEACHER.dev_fraction)  # about the pipeline's split
+
     def own_teacher(name: str) -> bool:  # whether the arm's teacher self-trains on its unlabeled text
-        rows = sum(1 for _ in open(labeled, encoding="utf-8"))
-        train_rows = rows - round(rows * TEACHER.dev_fraction)  # about the pipeline's split
         has_text = "unlabeled" in name.split("+")
         return self_training.applies(self_train or TEACHER.self_train, train_rows, has_text)
 

@@ -22,8 +22,7 @@ from mlx_edge.data import bucketed_batches, collate
 from mlx_edge.errors import DataError, DeviceError
 from mlx_edge.fileio import cache_root, fingerprint
 from mlx_edge.models.checkpoint import load_config, load_model
-from mlx_edge.models.inference import predict_ids
-from mlx_edge.models.quantized import cpu_float
+from mlx_edge.models.classify import encode_texts, text_logits
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.runtime.devices import mlx_device
 from mlx_edge.teacher.source import file_hash_of_weights
@@ -74,24 +73,17 @@ def predict_texts(
     if kind == "onnx":
         config = load_config(model_dir)  # a directory that is not a model fails here, before any export
         tokenizer = load_tokenizer(model_dir)
-        ids = _encode(tokenizer, texts, max_length, config.max_position_embeddings)
+        ids = encode_texts(tokenizer, texts, max_length, config.max_position_embeddings)
         logits = onnx_logits(onnx_program(model_dir), ids, tokenizer.pad_id, batch_size=batch_size)
         labels, answered = config.labels, ONNX
     else:
         placed = mlx_device(device)
-        model = cpu_float(load_model(model_dir, require_head=True))  # same labels, at float speed on a CPU
-        tokenizer = load_tokenizer(model_dir)
-        ids = _encode(tokenizer, texts, max_length, model.config.max_position_embeddings)
-        logits, _, _ = predict_ids(model, ids, tokenizer.pad_id, batch_size=batch_size)  # the one MLX inference path
-        labels, answered = model.config.labels, f"mlx-{'cpu' if 'cpu' in str(placed).lower() else 'gpu'}"
+        logits, labels = text_logits(model_dir, texts, max_length=max_length, batch_size=batch_size)
+        answered = f"mlx-{'cpu' if 'cpu' in str(placed).lower() else 'gpu'}"
     probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
     probs /= probs.sum(axis=-1, keepdims=True)
     rows = [{label: float(p) for label, p in zip(labels, row)} for row in probs]
     return Predictions(rows, answered, why)
-
-
-def _encode(tokenizer, texts: list[str], max_length: int, positions: int) -> list[np.ndarray]:
-    return [np.asarray(x, np.int32) for x in tokenizer.encode_batch(texts, max_length=min(max_length, positions))]
 
 
 def onnx_program(model_dir: Path, *, progress: bool = True) -> Path:

@@ -26,8 +26,8 @@ def test_the_surer_half_of_each_label_is_kept_in_text_order():
 
 
 def test_when_self_training_applies():
-    assert self_train.applies("auto", self_train.BELOW - 1, True)
-    assert not self_train.applies("auto", self_train.BELOW, True)
+    assert self_train.applies("auto", self_train.SELF_TRAIN_BELOW - 1, True)
+    assert not self_train.applies("auto", self_train.SELF_TRAIN_BELOW, True)
     assert self_train.applies("yes", 5000, True)
     assert not self_train.applies("yes", 10, False)  # no unlabeled text: nothing to learn from
     assert not self_train.applies("no", 10, True)
@@ -86,9 +86,9 @@ def test_the_second_fit_learns_the_first_fits_surest_answers(base_dir, toy_data,
 
 
 def test_auto_leaves_a_teacher_of_enough_rows_alone(base_dir, toy_data, tmp_path, monkeypatch):
-    """216 training rows, at least self_train.BELOW (lowered to 100 here: the toy set is small): `auto`
+    """216 training rows, at least SELF_TRAIN_BELOW (lowered to 100 here: the toy set is small): `auto`
     trains once and the unlabeled file is unused."""
-    monkeypatch.setattr(self_train, "BELOW", 100)
+    monkeypatch.setattr(self_train, "SELF_TRAIN_BELOW", 100)
     train, _ = toy_data
     unlabeled = tmp_path / "notes.txt"
     unlabeled.write_text("\n".join(r["text"] for r in toy_rows(40, 7)) + "\n", encoding="utf-8")

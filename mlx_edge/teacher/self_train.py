@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mlx_edge.data import LabeledData
+from mlx_edge.metrics import softmax
 from mlx_edge.settings import SELF_TRAIN_BELOW
 
 # of each label's predicted texts, the more confident half: measured on 100 to-do rows (docs/teacher.md)
@@ -22,8 +23,6 @@ SHARE = 0.5
 # at most this many unlabeled texts are labeled by the first fit (a seeded sample of a larger transfer set):
 # a second fit on 10,000 pseudo-labeled rows already costs several times the first
 MAX_TEXTS = 20_000
-# "auto" self-trains a teacher of fewer labeled training rows than this, given unlabeled text
-BELOW = SELF_TRAIN_BELOW
 
 
 def applies(self_train: str, train_rows: int, has_text: bool) -> bool:
@@ -31,7 +30,7 @@ def applies(self_train: str, train_rows: int, has_text: bool) -> bool:
     given unlabeled text or not."""
     if not has_text or self_train == "no":
         return False
-    return self_train == "yes" or train_rows < BELOW
+    return self_train == "yes" or train_rows < SELF_TRAIN_BELOW
 
 
 def sample(texts: list[str], seed: int, limit: int = MAX_TEXTS) -> list[str]:
@@ -60,18 +59,9 @@ def pseudo_rows(texts: list[str], probabilities: np.ndarray, labels: list[str], 
 
 def predict(teacher_dir: Path, texts: list[str], *, max_length: int, device: str) -> tuple[np.ndarray, list[str]]:
     """The first fit's label probabilities on `texts` (MLX, the one inference path) and its labels."""
-    from mlx_edge.models.checkpoint import load_model  # lazy: MLX loads only when a teacher self-trains
-    from mlx_edge.models.inference import predict_ids  # lazy: as above
-    from mlx_edge.models.quantized import cpu_float  # lazy: as above
-    from mlx_edge.models.tokenizer import load_tokenizer  # lazy: as above
+    from mlx_edge.models.classify import text_logits  # lazy: MLX loads only when a teacher self-trains
     from mlx_edge.runtime.devices import mlx_device  # lazy: as above
 
     mlx_device(device)
-    model = cpu_float(load_model(teacher_dir, require_head=True))  # float speed on a CPU, the same labels
-    tokenizer = load_tokenizer(teacher_dir)
-    length = min(max_length, model.config.max_position_embeddings)
-    ids = [np.asarray(x, np.int32) for x in tokenizer.encode_batch(texts, max_length=length)]
-    logits, _, _ = predict_ids(model, ids, tokenizer.pad_id, batch_size=64)
-    logits = logits.astype(np.float64)
-    probabilities = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return probabilities / probabilities.sum(axis=1, keepdims=True), list(model.config.labels)
+    logits, labels = text_logits(teacher_dir, texts, max_length=max_length, batch_size=64)
+    return softmax(logits), labels

@@ -190,7 +190,7 @@ def train_teacher(
     base model on every labeled row, dev included, with the same settings (the best epoch's count of
     epochs when the first kept its best); the second is what `out` holds.
 
-    When `self_train` applies ("yes"; or "auto" below self_train.BELOW training rows) and `unlabeled`
+    When `self_train` applies ("yes"; or "auto" below SELF_TRAIN_BELOW training rows) and `unlabeled`
     files are given, it trains twice too: the first fit labels their texts (none equal to a labeled
     row, a dev text or one of `held_out_texts`, such as the test set's), and the second trains from the
     base model on the training rows plus the first fit's surest answers (self_train.py); dev judges it
