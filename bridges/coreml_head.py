@@ -24,8 +24,10 @@ DENSE_LAYER = "classifier"
 SOFTMAX_LAYER = "softmax"
 LOSS_LAYER = "loss"
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
-# the head's learning rate for embeddings of unit squared norm (the export divides it by the student's)
+# the head's learning rate where nothing sets it from the embeddings (build_head called directly)
 HEAD_RATE = 0.05
+# the export's default: this share of 1 / the top eigenvalue of the embeddings' second moment (export.head_rate)
+HEAD_STEP = 0.5
 EPOCHS = tuple(range(1, 201))
 
 

@@ -30,7 +30,7 @@ from bridges.check_numeric import encode
 from bridges.checks import bundle_files, check_files, check_io
 from bridges.coreml_codes import check_student_codes, student_codes, write_codes
 from bridges.coreml_export import BLOCK_MODES, COMPUTE_UNITS, MIN_TARGETS, PRECISIONS, QUANTIZE, parse_seq_len
-from bridges.coreml_head import BATCH_SIZES, EPOCHS, HEAD_RATE, HeadTraining, build_head, describe_head, save_head
+from bridges.coreml_head import BATCH_SIZES, EPOCHS, HEAD_STEP, HeadTraining, build_head, describe_head, save_head
 from bridges.onnx_export import export_onnx
 from bridges.torch_mirror import ClassifierWrapper, load_mirror, read_student_weights
 from mlx_edge.bundle.layout import (
@@ -115,7 +115,7 @@ def export_bundle(
     `block_size`: the most weights per scale with quantize "int8-block" / "int4-block" (iOS18); each
     weight takes the largest divisor of its input width up to it (`bridges.coreml_export.block_for`).
     `head_*`: the updatable head's on-device training, baked into Head.mlmodel (apps may override some);
-    `head_learning_rate` None: HEAD_RATE over the mean squared norm of the embeddings on the check texts.
+    `head_learning_rate` None: HEAD_STEP over the top eigenvalue of the check texts' embeddings' second moment.
     """
     start = time.perf_counter()
     student_dir, out_dir = Path(student_dir), Path(out_dir)
@@ -332,9 +332,9 @@ def _build(
     step("head")
     rate_from = None
     if training.learning_rate is None:
-        rate, squared = head_rate(mirror, encode(tokenizer, texts, seq))
+        rate, top = head_rate(mirror, encode(tokenizer, texts, seq))
         training = replace(training, learning_rate=rate)
-        rate_from = {"rate_per_unit_squared_norm": HEAD_RATE, "mean_squared_norm": squared, "texts": len(texts)}
+        rate_from = {"rate_times_top_eigenvalue": HEAD_STEP, "top_eigenvalue": top, "texts": len(texts)}
     entries["head"] = _head(weights, training, tmp, about=about, meta=meta)
     if rate_from:
         entries["head"]["learning_rate_from"] = rate_from
@@ -449,21 +449,22 @@ def _program(
 
 
 def head_rate(mirror, examples: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
-    """(the head's default learning rate, the mean squared norm of the embeddings it is scaled by): an
-    SGD step on a linear head moves an example's logits by about rate x |embedding|^2, so HEAD_RATE over
-    the mean squared norm gives every student's head the same pace (within the head's allowed 1e-5..1)."""
+    """(the head's default learning rate, the top eigenvalue of the embeddings' second moment E[x x^T] it
+    is scaled by). The cross-entropy's curvature in a linear head's weights is at most half that
+    eigenvalue, so a step of 2 / eigenvalue is the edge of stable SGD and HEAD_STEP / eigenvalue a
+    quarter of it: a correction is learned within the default epochs, on embeddings with one large shared
+    direction (where the eigenvalue is near the squared norm) as on spread-out ones (where it is a
+    fraction of it). Within the head's allowed 1e-5..1."""
     import torch  # lazy: the export imports torch through the mirror anyway
 
     was_training = mirror.training
     mirror.eval()
     with torch.no_grad():
-        squared = [
-            float((mirror(torch.from_numpy(ids), torch.from_numpy(mask))[0].double() ** 2).sum())
-            for ids, mask in examples
-        ]
+        rows = [mirror(torch.from_numpy(ids), torch.from_numpy(mask))[0].double().numpy() for ids, mask in examples]
+    x = np.concatenate([r.reshape(-1, r.shape[-1]) for r in rows])  # (texts, width)
     mirror.train(was_training)
-    mean = float(np.mean(squared))
-    return float(np.clip(HEAD_RATE / max(mean, 1e-12), 1e-5, 1.0)), mean
+    top = float(np.linalg.eigvalsh(x @ x.T / len(x))[-1])  # = that of x.T @ x / len(x), a smaller matrix
+    return float(np.clip(HEAD_STEP / max(top, 1e-12), 1e-5, 1.0)), top
 
 
 def _head(weights: dict, training: HeadTraining, tmp: Path, *, about: str, meta: dict) -> dict:

