@@ -18,6 +18,9 @@ from the labeled rows, as it does for users), the shipped test set scored. Arms:
   swapped for the teacher's embedding neighbours (augment/neighbours.py);
 - `edits+unlabeled`: both transfer sets;
 
+`--broad-text N` adds `[data] broad_text = N` sentences of broad English text (WordNet's examples,
+mlx_edge/datasets/wordnet) to every arm but `none`; use another --work to compare with and without.
+
 The arms of one size and seed share one teacher: the first arm trains it (or one an earlier run left
 in the same --work directory is reused), the others are given it, so they differ in the transfer set only.
 Where the teacher self-trains on the unlabeled text (`[teacher] self_train`: by default below 1,000 labeled
@@ -140,6 +143,7 @@ def run_arm(
     blend: float | None = None,
     refit: str | None = None,
     self_train: str | None = None,
+    broad_text: int = 0,
 ) -> dict:
     from mlx_edge.pipeline import PipelineConfig, run_pipeline
     from mlx_edge.settings import TEACHER
@@ -175,6 +179,7 @@ def run_arm(
         },
         unlabeled=(rest,) if "unlabeled" in arm.split("+") else (),
         teacher_edits=edits if "edits" in arm.split("+") else 0,
+        broad_text=broad_text if arm != "none" else 0,  # it joins a transfer set, it does not make one
         distill={
             "calibrate": calibrate,
             **({"student": student} if student else {}),
@@ -241,6 +246,9 @@ def main() -> None:
         help="[distill] calibrate = false (the teacher's soft labels as they are)",
     )
     parser.add_argument("--distill-epochs", type=int, default=None, help="[distill] epochs (default: its default)")
+    parser.add_argument(
+        "--broad-text", type=int, default=0, help="[data] broad_text of the arms with a transfer set (default 0)"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/transfer_set"))
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -283,6 +291,7 @@ def main() -> None:
                     args.teacher_blend,
                     args.teacher_refit,
                     args.teacher_self_train,
+                    args.broad_text,
                 )
                 row = {"dataset": args.dataset, "size": size, "seed": seed, "arm": arm, "probe": line["probe"]["all"]}
                 row.update(result)

@@ -29,6 +29,7 @@ from mlx_edge.augment.report import AugmentResult, format_details
 from mlx_edge.bundle.table import BundleRow, bundle_row
 from mlx_edge.check import check_bundle
 from mlx_edge.data import LabelMap, language_of, read_labeled
+from mlx_edge.datasets import WORDNET_SENTENCES, broad_english
 from mlx_edge.distill.loop import LoopConfig
 from mlx_edge.distill.student import parse_layer_map, student_config
 from mlx_edge.errors import AugmentMismatch, ConfigError, DataWarning, SetupMismatch
@@ -68,6 +69,7 @@ class PipelineConfig:
     label_column: str | None = None
     unlabeled: tuple[Path, ...] = ()  # a transfer set: text with no label (transfer.py)
     teacher_edits: int = 0  # new sentences per training row for the transfer set (augment/neighbours.py)
+    broad_text: int = 0  # sentences of broad English text for the transfer set (datasets.broad_english)
     unlabeled_column: str | None = None
     device: str = PIPELINE.device
     seed: int = PIPELINE.seed
@@ -134,6 +136,12 @@ class PipelineConfig:
         edits = data.get("teacher_edits", 0)
         if isinstance(edits, bool) or not isinstance(edits, int) or not 0 <= edits <= 1000:
             raise ConfigError(f"{path}: [data] teacher_edits must be a whole number from 0 to 1000, not {edits!r}")
+        broad = data.get("broad_text", 0)
+        if isinstance(broad, bool) or not isinstance(broad, int) or not 0 <= broad <= WORDNET_SENTENCES:
+            raise ConfigError(
+                f"{path}: [data] broad_text must be a whole number from 0 to {WORDNET_SENTENCES:,}, not {broad!r}",
+                "it counts sentences of broad English text for the transfer set, e.g. broad_text = 10000",
+            )
         return cls(
             out=rel(pipeline.out),
             train=rel(data["train"]),
@@ -144,6 +152,7 @@ class PipelineConfig:
             unlabeled=tuple(base / u for u in unlabeled),
             unlabeled_column=data.get("unlabeled_column"),
             teacher_edits=edits,
+            broad_text=broad,
             device=pipeline.device,
             seed=pipeline.seed,
             bundles=pipeline.bundles,
@@ -161,13 +170,13 @@ def _check_unlabeled(config: PipelineConfig) -> tuple[str, ...]:
     labeled rows) are refused before the teacher's minutes are spent; distill warns about what it drops.
     Returns the test file's texts, which every distillation drops from the transfer set (the dev texts
     it drops itself); () without a transfer set."""
-    if not config.unlabeled and not config.teacher_edits:
+    if not config.unlabeled and not config.teacher_edits and not config.broad_text:
         return ()
     columns = {"text_column": config.text_column, "label_column": config.label_column}
     dev, test = (
         () if path is None else tuple(read_labeled(path, **columns).texts) for path in (config.dev, config.test)
     )
-    if not config.unlabeled:  # the teacher's edits alone: nothing to check before they are written
+    if not config.unlabeled:  # edits or broad text alone: nothing of the user's to check before they are written
         return test
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DataWarning)
@@ -312,6 +321,21 @@ def run_pipeline(
 
         stage("edits", edits, data_fp, write_edits)
         unlabeled += (edits,)
+
+    # 1d. broad text (when configured): English sentences of every kind (WordNet's examples), so that the
+    # student meets the words and pieces a few labeled rows never show; the transfer set reads them too
+    if config.broad_text:
+        broad = out / "broad.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read
+        data_fp = fingerprint(data_fp, "broad", config.broad_text)
+
+        def write_broad():
+            column = config.unlabeled_column or "text"
+            rows = [json.dumps({column: t}, ensure_ascii=False) + "\n" for t in broad_english(config.broad_text)]
+            atomic_write_text(broad, "".join(rows))
+            log(f"[broad] {config.broad_text} sentences of broad English text")
+
+        stage("broad", broad, data_fp, write_broad)
+        unlabeled += (broad,)
 
     # 2. label: the teacher layers the distill losses need (of [distill]'s student and the int4 student's)
     ladder.check_ladder(config.bundles, ds, _teacher_config(teacher_dir))

@@ -502,7 +502,17 @@ CONFIG_SECTIONS: dict[str, tuple[type | None, tuple[str, ...]]] = {
     "pipeline": (PipelineSettings, ()),
     "data": (
         None,
-        ("train", "dev", "test", "text_column", "label_column", "unlabeled", "unlabeled_column", "teacher_edits"),
+        (
+            "train",
+            "dev",
+            "test",
+            "text_column",
+            "label_column",
+            "unlabeled",
+            "unlabeled_column",
+            "teacher_edits",
+            "broad_text",
+        ),
     ),
     "teacher": (TeacherTrainSettings, ("model", "dir")),
     "augment": (AugmentSettings, ("per_class", "llm", "adapter")),

@@ -1,0 +1,53 @@
+"""Broad English text for the transfer set: WordNet 3.0's example sentences (mlx_edge/datasets/wordnet),
+`[data] broad_text = N` in a run config."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from mlx_edge.cli import main
+from mlx_edge.datasets import WORDNET_EXAMPLES, WORDNET_SENTENCES, broad_english
+from tests.helpers.cli import assert_one_line_error
+
+
+def test_the_shipped_sentences_are_what_the_maker_keeps():
+    """Every line is one sentence of four words or more, each once, and the count is the one the
+    config's bound uses; any first N are a prefix of the same shuffle."""
+    lines = WORDNET_EXAMPLES.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == WORDNET_SENTENCES
+    assert len(set(lines)) == len(lines)
+    assert all(len(line.split()) >= 4 and line == " ".join(line.split()) for line in lines)
+    assert broad_english(25) == lines[:25] and broad_english(0) == []
+    assert (WORDNET_EXAMPLES.parent / "LICENSE").read_text(encoding="utf-8").count("Princeton University") >= 2
+    with pytest.raises(ValueError, match="0 to 34761"):
+        broad_english(WORDNET_SENTENCES + 1)
+
+
+def test_a_run_adds_the_sentences_to_the_transfer_set(base_dir, toy_data, tmp_path):
+    from mlx_edge.manifest import read_manifest
+    from tests.helpers.pipeline import write_config
+
+    config = write_config(tmp_path, base_dir, toy_data, data={"broad_text": 40})
+    result = CliRunner().invoke(main, ["run", str(config), "--quiet"])
+    assert result.exit_code == 0, result.output
+    work = tmp_path / "work"
+    written = [json.loads(line)["text"] for line in (work / "broad.jsonl").read_text().splitlines()]
+    assert written == broad_english(40)
+    assert read_manifest(work / "student")["report"]["transfer_rows"] == 40  # none equals a labeled/dev text
+    stages = [s["name"] for s in json.loads((work / "report.json").read_text())["stages"]]
+    assert stages.index("teacher") < stages.index("broad") < stages.index("label")
+    again = CliRunner().invoke(main, ["run", str(config), "--quiet"])  # up to date: nothing reruns
+    ran = [s["name"] for s in json.loads((work / "report.json").read_text())["stages"] if s["status"] == "ran"]
+    assert again.exit_code == 0 and not {"broad", "label", "distill"} & set(ran)
+
+
+@pytest.mark.parametrize("value", [-1, "many", True, 2.5, WORDNET_SENTENCES + 1])
+def test_a_bad_count_is_one_line_before_any_stage(base_dir, toy_data, tmp_path, value):
+    from tests.helpers.pipeline import write_config
+
+    config = write_config(tmp_path, base_dir, toy_data, data={"broad_text": value})
+    assert_one_line_error(CliRunner().invoke(main, ["run", str(config), "--quiet"]), "[data] broad_text must be")
+    assert not (tmp_path / "work").exists()
