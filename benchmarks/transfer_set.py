@@ -18,8 +18,9 @@ from the labeled rows, as it does for users), the shipped test set scored. Arms:
   swapped for the teacher's embedding neighbours (augment/neighbours.py);
 - `edits+unlabeled`: both transfer sets;
 
-`--broad-text N` adds `[data] broad_text = N` sentences of broad English text (WordNet's examples,
-mlx_edge/datasets/wordnet) to every arm but `none`; use another --work to compare with and without.
+`--broad-text N|auto` sets `[data] broad_text` (default `auto`: 10,000 of WordNet's English example
+sentences join the arms with a transfer set below 1,000 rows of English text; `0` for none); use another
+--work to compare with and without.
 
 The arms of one size and seed share one teacher: the first arm trains it (or one an earlier run left
 in the same --work directory is reused), the others are given it, so they differ in the transfer set only.
@@ -143,7 +144,7 @@ def run_arm(
     blend: float | None = None,
     refit: str | None = None,
     self_train: str | None = None,
-    broad_text: int = 0,
+    broad_text: int | str | None = None,
 ) -> dict:
     from mlx_edge.pipeline import PipelineConfig, run_pipeline
     from mlx_edge.settings import TEACHER
@@ -179,7 +180,7 @@ def run_arm(
         },
         unlabeled=(rest,) if "unlabeled" in arm.split("+") else (),
         teacher_edits=edits if "edits" in arm.split("+") else 0,
-        broad_text=broad_text if arm != "none" else 0,  # it joins a transfer set, it does not make one
+        **({"broad_text": broad_text} if broad_text is not None else {}),
         distill={
             "calibrate": calibrate,
             **({"student": student} if student else {}),
@@ -247,7 +248,10 @@ def main() -> None:
     )
     parser.add_argument("--distill-epochs", type=int, default=None, help="[distill] epochs (default: its default)")
     parser.add_argument(
-        "--broad-text", type=int, default=0, help="[data] broad_text of the arms with a transfer set (default 0)"
+        "--broad-text",
+        type=lambda v: v if v == "auto" else int(v),
+        default=None,
+        help="[data] broad_text: auto or a count (default: its default, auto)",
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/transfer_set"))
     parser.add_argument("--json", type=Path, default=None)

@@ -61,7 +61,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "unlabeled": "optional: files of text with no label, a transfer set the student learns the teacher on",
         "unlabeled_column": "unset: found by name; the text column of CSV/TSV/JSONL unlabeled files",
         "teacher_edits": "new sentences per training row, words swapped for the teacher's nearest (0: none)",
-        "broad_text": "sentences of broad English text (WordNet's examples) added to the transfer set (0: none)",
+        "broad_text": "auto (10,000 with a transfer set, under 1,000 rows, English) | N: WordNet sentences for it (0: none)",
     },
     "teacher": {
         "model": "built in, offline; or a model dir, or a hub id such as bert-base-chinese",
@@ -217,7 +217,7 @@ def write_config(*, train: Path, dev: Path | None = None, test: Path | None = No
             "unlabeled": None,
             "unlabeled_column": None,
             "teacher_edits": 0,
-            "broad_text": 0,
+            "broad_text": "auto",
         },
         "teacher": {"model": DEMO_TEACHER, "dir": None},
         "augment": {"per_class": 50, "llm": None, "adapter": None},

@@ -38,8 +38,11 @@ from mlx_edge.metrics import trivial_note
 from mlx_edge.models.checkpoint import load_config
 from mlx_edge.predict import predict_texts
 from mlx_edge.settings import (
+    BROAD_TEXT,
+    BROAD_TEXT_SHARE,
     CONFIG_SECTIONS,
     PIPELINE,
+    SELF_TRAIN_BELOW,
     DistillSettings,
     PipelineSettings,
 )
@@ -69,7 +72,7 @@ class PipelineConfig:
     label_column: str | None = None
     unlabeled: tuple[Path, ...] = ()  # a transfer set: text with no label (transfer.py)
     teacher_edits: int = 0  # new sentences per training row for the transfer set (augment/neighbours.py)
-    broad_text: int = 0  # sentences of broad English text for the transfer set (datasets.broad_english)
+    broad_text: int | str = "auto"  # sentences of broad English text for the transfer set (broad_text_count)
     unlabeled_column: str | None = None
     device: str = PIPELINE.device
     seed: int = PIPELINE.seed
@@ -136,10 +139,13 @@ class PipelineConfig:
         edits = data.get("teacher_edits", 0)
         if isinstance(edits, bool) or not isinstance(edits, int) or not 0 <= edits <= 1000:
             raise ConfigError(f"{path}: [data] teacher_edits must be a whole number from 0 to 1000, not {edits!r}")
-        broad = data.get("broad_text", 0)
-        if isinstance(broad, bool) or not isinstance(broad, int) or not 0 <= broad <= WORDNET_SENTENCES:
+        broad = data.get("broad_text", "auto")
+        if broad != "auto" and (
+            isinstance(broad, bool) or not isinstance(broad, int) or not 0 <= broad <= WORDNET_SENTENCES
+        ):
             raise ConfigError(
-                f"{path}: [data] broad_text must be a whole number from 0 to {WORDNET_SENTENCES:,}, not {broad!r}",
+                f'{path}: [data] broad_text must be "auto" or a whole number from 0 to {WORDNET_SENTENCES:,}, '
+                f"not {broad!r}",
                 "it counts sentences of broad English text for the transfer set, e.g. broad_text = 10000",
             )
         return cls(
@@ -165,12 +171,30 @@ class PipelineConfig:
         )
 
 
-def _check_unlabeled(config: PipelineConfig) -> tuple[str, ...]:
+def broad_text_count(config: PipelineConfig) -> int:
+    """[data] broad_text as a count: a number as given; "auto": BROAD_TEXT sentences when the run has a
+    transfer set (unlabeled files or teacher edits; broad text joins one, it does not make one), fewer
+    than SELF_TRAIN_BELOW labeled rows, and at least BROAD_TEXT_SHARE of them English (Latin letters,
+    no CJK); else 0."""
+    if config.broad_text != "auto":
+        return int(config.broad_text)
+    if not config.unlabeled and not config.teacher_edits:
+        return 0
+    with warnings.catch_warnings():  # the teacher stage says what is wrong with the file
+        warnings.simplefilter("ignore", DataWarning)
+        texts = read_labeled(config.train, text_column=config.text_column, label_column=config.label_column).texts
+    if len(texts) >= SELF_TRAIN_BELOW:
+        return 0
+    english = sum(language_of(t) == "en" and any("a" <= c <= "z" for c in t.lower()) for t in texts)
+    return BROAD_TEXT if english >= BROAD_TEXT_SHARE * len(texts) else 0
+
+
+def _check_unlabeled(config: PipelineConfig, broad: int) -> tuple[str, ...]:
     """[data] unlabeled files that cannot serve (missing, empty, binary, nothing but dev/test texts or
     labeled rows) are refused before the teacher's minutes are spent; distill warns about what it drops.
     Returns the test file's texts, which every distillation drops from the transfer set (the dev texts
     it drops itself); () without a transfer set."""
-    if not config.unlabeled and not config.teacher_edits and not config.broad_text:
+    if not config.unlabeled and not config.teacher_edits and not broad:
         return ()
     columns = {"text_column": config.text_column, "label_column": config.label_column}
     dev, test = (
@@ -225,7 +249,8 @@ def run_pipeline(
     _check_augment(config)
     if not config.teacher.get("dir") and not config.teacher.get("model"):  # before the workspace is made
         raise ConfigError(NO_TEACHER)
-    held_out = _check_unlabeled(config)
+    broad = broad_text_count(config)
+    held_out = _check_unlabeled(config, broad)
     out = Path(config.out)
     known = Path(config.teacher["dir"]) if config.teacher.get("dir") else out / "teacher"
     ladder.check_ladder(config.bundles, stage_settings(config, "distill"), _teacher_config(known))
@@ -322,20 +347,20 @@ def run_pipeline(
         stage("edits", edits, data_fp, write_edits)
         unlabeled += (edits,)
 
-    # 1d. broad text (when configured): English sentences of every kind (WordNet's examples), so that the
+    # 1d. broad text (broad_text_count): English sentences of every kind (WordNet's examples), so that the
     # student meets the words and pieces a few labeled rows never show; the transfer set reads them too
-    if config.broad_text:
-        broad = out / "broad.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read
-        data_fp = fingerprint(data_fp, "broad", config.broad_text)
+    if broad:
+        broad_file = out / "broad.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read
+        data_fp = fingerprint(data_fp, "broad", broad)
 
         def write_broad():
             column = config.unlabeled_column or "text"
-            rows = [json.dumps({column: t}, ensure_ascii=False) + "\n" for t in broad_english(config.broad_text)]
-            atomic_write_text(broad, "".join(rows))
-            log(f"[broad] {config.broad_text} sentences of broad English text")
+            rows = [json.dumps({column: t}, ensure_ascii=False) + "\n" for t in broad_english(broad)]
+            atomic_write_text(broad_file, "".join(rows))
+            log(f"[broad] {broad} sentences of broad English text")
 
-        stage("broad", broad, data_fp, write_broad)
-        unlabeled += (broad,)
+        stage("broad", broad_file, data_fp, write_broad)
+        unlabeled += (broad_file,)
 
     # 2. label: the teacher layers the distill losses need (of [distill]'s student and the int4 student's)
     ladder.check_ladder(config.bundles, ds, _teacher_config(teacher_dir))

@@ -44,10 +44,46 @@ def test_a_run_adds_the_sentences_to_the_transfer_set(base_dir, toy_data, tmp_pa
     assert again.exit_code == 0 and not {"broad", "label", "distill"} & set(ran)
 
 
+def _rows(path, texts):
+    path.write_text("".join(json.dumps({"text": t, "label": f"l{i % 2}"}) + "\n" for i, t in enumerate(texts)))
+    return path
+
+
+def test_auto_joins_a_few_label_english_transfer_set_only(tmp_path):
+    """auto: 10,000 with unlabeled text or teacher edits, under 1,000 rows, a tenth of them English;
+    0 without a transfer set, at 1,000 rows, or on Chinese text; a number is taken as given."""
+    from mlx_edge.pipeline import PipelineConfig, broad_text_count
+    from mlx_edge.settings import BROAD_TEXT
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("a note\n")
+    english = _rows(tmp_path / "en.jsonl", [f"pay the bill number {i}" for i in range(999)])
+    many = _rows(tmp_path / "many.jsonl", [f"pay the bill number {i}" for i in range(1000)])
+    mixed = _rows(tmp_path / "mixed.jsonl", [f"交房租 {i}" for i in range(90)] + [f"pay rent {i}" for i in range(10)])
+    chinese = _rows(tmp_path / "zh.jsonl", [f"交房租 {i}" for i in range(91)] + [f"pay rent {i}" for i in range(9)])
+    chinese_digits = _rows(tmp_path / "zh2.jsonl", [f"交房租 {i}" for i in range(90)] + [f"{i}" for i in range(10)])
+
+    def count(train, **kw):
+        return broad_text_count(PipelineConfig(out=tmp_path / "w", train=train, **kw))
+
+    assert BROAD_TEXT == 10_000
+    assert count(english, unlabeled=(notes,)) == BROAD_TEXT
+    assert count(english, teacher_edits=2) == BROAD_TEXT
+    assert count(mixed, unlabeled=(notes,)) == BROAD_TEXT  # 10 of 100 English
+    assert count(english) == 0  # no transfer set: broad text does not make one
+    assert count(many, unlabeled=(notes,)) == 0
+    assert count(chinese, unlabeled=(notes,)) == 0  # 9 of 100
+    assert count(chinese_digits, unlabeled=(notes,)) == 0  # no CJK but no letters either
+    assert count(english, unlabeled=(notes,), broad_text=0) == 0
+    assert count(chinese, broad_text=123) == 123
+
+
 @pytest.mark.parametrize("value", [-1, "many", True, 2.5, WORDNET_SENTENCES + 1])
 def test_a_bad_count_is_one_line_before_any_stage(base_dir, toy_data, tmp_path, value):
     from tests.helpers.pipeline import write_config
 
     config = write_config(tmp_path, base_dir, toy_data, data={"broad_text": value})
-    assert_one_line_error(CliRunner().invoke(main, ["run", str(config), "--quiet"]), "[data] broad_text must be")
+    assert_one_line_error(
+        CliRunner().invoke(main, ["run", str(config), "--quiet"]), '[data] broad_text must be "auto" or a whole number'
+    )
     assert not (tmp_path / "work").exists()

@@ -74,6 +74,7 @@ def test_each_distill_field_is_named_for_the_config_key_it_sets(tmp_path):
         "augment_per_class": "7",
         "augment_llm": "llm",
         "teacher_edits": "5",
+        "broad_text": "30",
         "device": "cpu",
         "bundles": ["static", "int8"],
     }
@@ -158,6 +159,9 @@ def test_the_worker_lists_the_ladders_stages_in_the_order_the_pipeline_runs_them
     ]
     edits = distill_params({**DISTILL_DEFAULTS, "bundles": ["static"], "teacher_edits": "3"}, {})
     assert stage_names(pipeline_config(edits, tmp_path, {}))[:3] == ["teacher", "edits", "label"]
+    broad = distill_params({**DISTILL_DEFAULTS, "bundles": ["static"], "teacher_edits": "3", "broad_text": "9"}, {})
+    assert distill_params({**DISTILL_DEFAULTS, "teacher_edits": "3"}, {})["broad_text"] == "auto"
+    assert stage_names(pipeline_config(broad, tmp_path, {}))[:4] == ["teacher", "edits", "broad", "label"]
     assert epoch_files(config)["int4 qat"] == (".student-int4.work/metrics.jsonl", "student-int4/metrics.jsonl")
     assert "int4 export" not in epoch_files(config)
 

@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from mlx_edge.datasets import WORDNET_SENTENCES
 from mlx_edge.distill.student import STUDENT_SPECS
 from mlx_edge.models.builtin import BUILTIN_TEACHERS, PACKAGED_TEACHERS
 from mlx_edge.models.builtin_llm import BUILTIN_LLMS
@@ -35,6 +36,7 @@ DISTILL_DEFAULTS = {
     "augment_per_class": "20",
     "augment_llm": DEFAULT_LLM,
     "teacher_edits": "0",
+    "broad_text": "auto",
     "device": PIPELINE.device,
     "bundles": list(PIPELINE.bundles),
 }
@@ -151,6 +153,7 @@ def distill_params(
         if r.text("augment_llm")
         else DEFAULT_LLM,
         "teacher_edits": r.number("teacher_edits", int, 0, 100),
+        "broad_text": "auto" if r.text("broad_text") == "auto" else r.number("broad_text", int, 0, WORDNET_SENTENCES),
         "device": _device(r),
         "bundles": r.choices("bundles", BUNDLE_KINDS),
     }
@@ -191,7 +194,7 @@ def title_of(kind: str, params: dict, files: Mapping[str, str], given: str = "")
 def current_params(params: dict) -> dict:
     """A distillation job's params under today's names (a job queued before the renames can be resumed)."""
     renamed = {LEGACY_PARAMS.get(k, k): v for k, v in params.items()}
-    return {"bundles": ["fp16"], "teacher_max_length": None, "teacher_edits": 0, **renamed}
+    return {"bundles": ["fp16"], "teacher_max_length": None, "teacher_edits": 0, "broad_text": 0, **renamed}
 
 
 def _device(r: _Reader) -> str | None:
