@@ -130,8 +130,8 @@ _KIND_NAMES = {
 SELF_TRAIN_BELOW = 1000
 # [data] broad_text = "auto": a run with a transfer set (unlabeled files or teacher edits), fewer than
 # SELF_TRAIN_BELOW labeled rows and at least BROAD_TEXT_SHARE of them English adds BROAD_TEXT of WordNet's
-# example sentences to it. 10,000 lifted the students of three few-label draws by 1.1-1.4 points (to-do 100
-# and 300 rows, vader-sentiment 300) for about twice the distill minutes (docs/distill.md#broad-english-text)
+# example sentences to it. 10,000 moved the students of five few-label draws by +0.3 to +1.4 points (to-do
+# 100 and 300 rows, vader-sentiment 300) for 2-3 times the distill minutes (docs/distill.md#broad-english-text)
 BROAD_TEXT = 10_000
 BROAD_TEXT_SHARE = 0.1
 
