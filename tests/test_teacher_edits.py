@@ -89,22 +89,16 @@ def test_cli_writes_the_training_rows_edits_and_refuses_to_overwrite(trained_tea
 def test_pipeline_adds_the_edits_to_the_transfer_set(base_dir, toy_data, tmp_path):
     from mlx_edge.manifest import read_manifest
     from mlx_edge.transfer import normalized
-    from tests.helpers.pipeline import write_config
+    from tests.helpers.pipeline import run_stages, write_config
 
     config = write_config(tmp_path, base_dir, toy_data, data={"teacher_edits": 2})
-    result = CliRunner().invoke(main, ["run", str(config), "--quiet"])
-    assert result.exit_code == 0, result.output
+    stages = [s["name"] for s in run_stages(config)]
     work = tmp_path / "work"
     edits = [json.loads(line)["text"] for line in (work / "edits.jsonl").read_text().splitlines()]
     known = {normalized(json.loads(line)["text"]) for path in toy_data for line in path.read_text().splitlines()}
     fresh = len({normalized(t) for t in edits} - known)  # minus edits equal to a training, dev or test text
     assert 0 < fresh <= 2 * 240
     assert read_manifest(work / "student")["report"]["transfer_rows"] == fresh
-    stages = [s["name"] for s in json.loads((work / "report.json").read_text())["stages"]]
     assert stages.index("teacher") < stages.index("edits") < stages.index("label")
-    again = CliRunner().invoke(main, ["run", str(config), "--quiet"])  # up to date: nothing reruns
-    assert again.exit_code == 0 and not [
-        s
-        for s in json.loads((work / "report.json").read_text())["stages"]
-        if s["status"] == "ran" and s["name"] in ("edits", "label", "distill")
-    ]
+    ran = [s["name"] for s in run_stages(config) if s["status"] == "ran"]  # up to date: nothing reruns
+    assert not {"edits", "label", "distill"} & set(ran)

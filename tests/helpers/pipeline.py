@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from click.testing import CliRunner
+
+from mlx_edge.cli import main
+
 MICRO_STUDENT = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 48}
 
 
@@ -47,3 +51,11 @@ def write_config(tmp_path: Path, base_dir: Path, toy_data, bundles=("fp16",), da
     path = tmp_path / "pipeline.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def run_stages(config: Path) -> list[dict]:
+    """`mlx-edge run CONFIG --quiet` on a write_config config, asserted to succeed; the report's stages
+    in the order they ran (name, status "ran" | "skipped (up to date)" | "given", seconds)."""
+    result = CliRunner().invoke(main, ["run", str(config), "--quiet"])
+    assert result.exit_code == 0, result.output
+    return json.loads((Path(config).parent / "work" / "report.json").read_text())["stages"]
