@@ -72,6 +72,18 @@ def _dev_logits(teacher, dev_path):
     return predict_ids(model, ids, tokenizer.pad_id)[0], LabelMap(model.config.labels).encode(data.labels)
 
 
+def _assert_softened_to_dev_accuracy(teacher, train, dev, temperature: float) -> None:
+    """The temperature brings the teacher's mean top probability on the rows the student learns down to
+    its smoothed dev accuracy. Not a fixed figure: the toy teacher's margins, so the temperature, differ
+    from one CPU to another (4.7 on CI's machine, 10.6 on the development one)."""
+    dev_logits, gold = _dev_logits(teacher, dev)
+    confidence = (int((dev_logits.argmax(axis=1) == gold).sum()) + 1) / (len(gold) + 2)
+    learned, _ = _dev_logits(teacher, train)  # the rows the student learns (all 240 of them)
+    assert _top(learned) > confidence  # over-confident, so there is something to soften
+    assert temperature > 1.0
+    assert _top(learned, temperature) == pytest.approx(confidence, abs=1e-4)
+
+
 def test_distill_softens_a_sure_teacher_for_the_student(sure_teacher, toy_data, tmp_path, monkeypatch):
     """The loop is handed the teacher's logits divided by the temperature; the report says which. The
     loop itself is the real one: the spy only reads the targets of the first rows before it runs."""
@@ -96,16 +108,12 @@ def test_distill_softens_a_sure_teacher_for_the_student(sure_teacher, toy_data, 
     soft = distill(out=tmp_path / "soft", loop=LoopConfig(**loop), **common)
     raw = distill(out=tmp_path / "raw", loop=LoopConfig(**loop, calibrate=False), **common)
 
-    dev_logits, gold = _dev_logits(sure_teacher, dev)
-    confidence = (int((dev_logits.argmax(axis=1) == gold).sum()) + 1) / (len(gold) + 2)
-    learned, _ = _dev_logits(sure_teacher, train)  # the rows the student learns (all 240 of them)
-    assert _top(learned) > confidence  # over-confident, so there is something to soften
-    assert soft.soft_label_temperature > 5  # the head was made 1,000 times surer
-    assert _top(learned, soft.soft_label_temperature) == pytest.approx(confidence, abs=1e-4)
+    _assert_softened_to_dev_accuracy(sure_teacher, train, dev, soft.soft_label_temperature)
     assert raw.soft_label_temperature == 1.0
     assert np.abs(seen[1]).max() > 5  # the raw run's targets: the teacher's own steep logits
     np.testing.assert_allclose(seen[0], seen[1] / soft.soft_label_temperature, rtol=1e-5, atol=1e-6)
-    assert json.loads((tmp_path / "soft" / "report.json").read_text())["soft_label_temperature"] > 5
+    report = json.loads((tmp_path / "soft" / "report.json").read_text())
+    assert report["soft_label_temperature"] == pytest.approx(soft.soft_label_temperature)
 
 
 def test_the_cli_turns_it_off_and_a_config_must_give_a_boolean(sure_teacher, toy_data, tmp_path):
@@ -119,7 +127,7 @@ def test_the_cli_turns_it_off_and_a_config_must_give_a_boolean(sure_teacher, toy
     assert json.loads(result.stdout)["soft_label_temperature"] == 1.0
     result = CliRunner().invoke(main, args + ["--out", str(tmp_path / "on")])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["soft_label_temperature"] > 5
+    _assert_softened_to_dev_accuracy(sure_teacher, train, dev, json.loads(result.stdout)["soft_label_temperature"])
 
     from mlx_edge.errors import ConfigError
     from mlx_edge.settings import DistillSettings
@@ -135,5 +143,5 @@ def test_the_static_student_learns_softened_logits_too(sure_teacher, toy_data, t
     soft = CliRunner().invoke(main, args + ["--out", str(tmp_path / "on")])
     raw = CliRunner().invoke(main, args + ["--no-calibrate", "--out", str(tmp_path / "off")])
     assert soft.exit_code == 0 and raw.exit_code == 0, soft.output + raw.output
-    assert json.loads(soft.stdout)["soft_label_temperature"] > 5
+    _assert_softened_to_dev_accuracy(sure_teacher, train, dev, json.loads(soft.stdout)["soft_label_temperature"])
     assert json.loads(raw.stdout)["soft_label_temperature"] == 1.0
