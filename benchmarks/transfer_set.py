@@ -15,7 +15,8 @@ from the labeled rows, as it does for users), the shipped test set scored. Arms:
 - `unlabeled`: the same, plus the rest of the training file's texts, labels removed, as `[data]
   unlabeled` (the transfer set; test texts are dropped by the pipeline);
 - `edits`: the labeled rows plus `[data] teacher_edits` (default 20) new sentences per row, words
-  swapped for the teacher's embedding neighbours (augment/neighbours.py);
+  swapped for the teacher's embedding neighbours (augment/neighbours.py): what `mlx-edge run` does by
+  default below 1,000 rows with no unlabeled text (`none` sets teacher_edits = 0);
 - `edits+unlabeled`: both transfer sets;
 
 `--broad-text N|auto` sets `[data] broad_text` (default `auto`: 10,000 of WordNet's English example

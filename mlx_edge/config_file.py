@@ -60,7 +60,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "label_column": "unset: found by name; or a name or 0-based index",
         "unlabeled": "optional: files of text with no label, a transfer set the student learns the teacher on",
         "unlabeled_column": "unset: found by name; the text column of CSV/TSV/JSONL unlabeled files",
-        "teacher_edits": "new sentences per training row, words swapped for the teacher's nearest (0: none)",
+        "teacher_edits": "auto (20 under 1,000 rows, no unlabeled files) | N new sentences per row, words swapped (0: none)",
         "broad_text": "auto (10,000 with a transfer set, under 1,000 rows, English) | N: WordNet sentences for it (0: none)",
     },
     "teacher": {
@@ -216,7 +216,7 @@ def write_config(*, train: Path, dev: Path | None = None, test: Path | None = No
             "label_column": None,
             "unlabeled": None,
             "unlabeled_column": None,
-            "teacher_edits": 0,
+            "teacher_edits": "auto",
             "broad_text": "auto",
         },
         "teacher": {"model": DEMO_TEACHER, "dir": None},

@@ -24,7 +24,7 @@ import numpy as np
 
 from mlx_edge import ladder
 from mlx_edge.augment.api import augment as run_augment
-from mlx_edge.augment.neighbours import write_teacher_edits
+from mlx_edge.augment.neighbours import EDITS_VERSION, write_teacher_edits
 from mlx_edge.augment.report import AugmentResult, format_details
 from mlx_edge.bundle.table import BundleRow, bundle_row
 from mlx_edge.check import check_bundle
@@ -43,6 +43,7 @@ from mlx_edge.settings import (
     CONFIG_SECTIONS,
     PIPELINE,
     SELF_TRAIN_BELOW,
+    TEACHER_EDITS,
     DistillSettings,
     PipelineSettings,
 )
@@ -71,8 +72,8 @@ class PipelineConfig:
     text_column: str | None = None
     label_column: str | None = None
     unlabeled: tuple[Path, ...] = ()  # a transfer set: text with no label (transfer.py)
-    teacher_edits: int = 0  # new sentences per training row for the transfer set (augment/neighbours.py)
-    broad_text: int | str = "auto"  # sentences of broad English text for the transfer set (broad_text_count)
+    teacher_edits: int | str = "auto"  # new sentences per training row for the transfer set (transfer_counts)
+    broad_text: int | str = "auto"  # sentences of broad English text for the transfer set (transfer_counts)
     unlabeled_column: str | None = None
     device: str = PIPELINE.device
     seed: int = PIPELINE.seed
@@ -136,9 +137,12 @@ class PipelineConfig:
         unlabeled = [unlabeled] if isinstance(unlabeled, str) else unlabeled
         if not isinstance(unlabeled, list) or not all(isinstance(u, str) and u for u in unlabeled):
             raise ConfigError(f'{path}: [data] unlabeled must be a file or a list of files, e.g. ["notes.txt"]')
-        edits = data.get("teacher_edits", 0)
-        if isinstance(edits, bool) or not isinstance(edits, int) or not 0 <= edits <= 1000:
-            raise ConfigError(f"{path}: [data] teacher_edits must be a whole number from 0 to 1000, not {edits!r}")
+        edits = data.get("teacher_edits", "auto")
+        if edits != "auto" and (isinstance(edits, bool) or not isinstance(edits, int) or not 0 <= edits <= 1000):
+            raise ConfigError(
+                f'{path}: [data] teacher_edits must be "auto" or a whole number from 0 to 1000, not {edits!r}',
+                "it counts new sentences per training row for the transfer set, e.g. teacher_edits = 20",
+            )
         broad = data.get("broad_text", "auto")
         if broad != "auto" and (
             isinstance(broad, bool) or not isinstance(broad, int) or not 0 <= broad <= WORDNET_SENTENCES
@@ -171,30 +175,35 @@ class PipelineConfig:
         )
 
 
-def broad_text_count(config: PipelineConfig) -> int:
-    """[data] broad_text as a count: a number as given; "auto": BROAD_TEXT sentences when the run has a
-    transfer set (unlabeled files or teacher edits; broad text joins one, it does not make one), fewer
-    than SELF_TRAIN_BELOW labeled rows, and at least BROAD_TEXT_SHARE of them English (Latin letters,
-    no CJK); else 0."""
-    if config.broad_text != "auto":
-        return int(config.broad_text)
-    if not config.unlabeled and not config.teacher_edits:
-        return 0
+def transfer_counts(config: PipelineConfig) -> tuple[int, int]:
+    """([data] teacher_edits, [data] broad_text) as counts: a number as given. "auto", below
+    SELF_TRAIN_BELOW labeled rows only (a student of a few hundred rows memorizes them; above, the rows
+    teach enough and the minutes would grow): teacher edits, TEACHER_EDITS per row, when the run has no
+    unlabeled files (the text users bring does more: docs/distill.md); broad text, BROAD_TEXT sentences,
+    when the run then has a transfer set (unlabeled files or edits) and at least BROAD_TEXT_SHARE of the
+    rows are English (Latin letters, no CJK)."""
+    edits, broad = config.teacher_edits, config.broad_text
+    if edits != "auto" and broad != "auto":
+        return int(edits), int(broad)
     with warnings.catch_warnings():  # the teacher stage says what is wrong with the file
         warnings.simplefilter("ignore", DataWarning)
         texts = read_labeled(config.train, text_column=config.text_column, label_column=config.label_column).texts
-    if len(texts) >= SELF_TRAIN_BELOW:
-        return 0
-    english = sum(language_of(t) == "en" and any("a" <= c <= "z" for c in t.lower()) for t in texts)
-    return BROAD_TEXT if english >= BROAD_TEXT_SHARE * len(texts) else 0
+    few = len(texts) < SELF_TRAIN_BELOW
+    if edits == "auto":
+        edits = TEACHER_EDITS if few and not config.unlabeled else 0
+    if broad == "auto":
+        english = sum(language_of(t) == "en" and any("a" <= c <= "z" for c in t.lower()) for t in texts)
+        has_transfer_set = bool(config.unlabeled) or int(edits) > 0
+        broad = BROAD_TEXT if few and has_transfer_set and english >= BROAD_TEXT_SHARE * len(texts) else 0
+    return int(edits), int(broad)
 
 
-def _check_unlabeled(config: PipelineConfig, broad: int) -> tuple[str, ...]:
+def _check_unlabeled(config: PipelineConfig, edits: int, broad: int) -> tuple[str, ...]:
     """[data] unlabeled files that cannot serve (missing, empty, binary, nothing but dev/test texts or
     labeled rows) are refused before the teacher's minutes are spent; distill warns about what it drops.
     Returns the test file's texts, which every distillation drops from the transfer set (the dev texts
     it drops itself); () without a transfer set."""
-    if not config.unlabeled and not config.teacher_edits and not broad:
+    if not config.unlabeled and not edits and not broad:
         return ()
     columns = {"text_column": config.text_column, "label_column": config.label_column}
     dev, test = (
@@ -249,8 +258,8 @@ def run_pipeline(
     _check_augment(config)
     if not config.teacher.get("dir") and not config.teacher.get("model"):  # before the workspace is made
         raise ConfigError(NO_TEACHER)
-    broad = broad_text_count(config)
-    held_out = _check_unlabeled(config, broad)
+    edits_per_row, broad = transfer_counts(config)
+    held_out = _check_unlabeled(config, edits_per_row, broad)
     out = Path(config.out)
     known = Path(config.teacher["dir"]) if config.teacher.get("dir") else out / "teacher"
     ladder.check_ladder(config.bundles, stage_settings(config, "distill"), _teacher_config(known))
@@ -324,9 +333,9 @@ def run_pipeline(
     # label and distill read as an unlabeled file (the rows distill trains on: [distill]'s split)
     ds = stage_settings(config, "distill")
     unlabeled = tuple(config.unlabeled)
-    if config.teacher_edits:
+    if edits_per_row:
         edits = out / "edits.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read
-        data_fp = fingerprint(data_fp, "edits", config.teacher_edits, teacher_fp, config.seed)
+        data_fp = fingerprint(data_fp, "edits", edits_per_row, teacher_fp, config.seed, EDITS_VERSION)
 
         def write_edits():
             made, rows = write_teacher_edits(
@@ -334,7 +343,7 @@ def run_pipeline(
                 train=train,
                 dev=config.dev,
                 out=edits,
-                per_text=config.teacher_edits,
+                per_text=edits_per_row,
                 dev_fraction=ds.dev_fraction,
                 seed=ds.seed,
                 text_column=text_column,
@@ -347,7 +356,7 @@ def run_pipeline(
         stage("edits", edits, data_fp, write_edits)
         unlabeled += (edits,)
 
-    # 1d. broad text (broad_text_count): English sentences of every kind (WordNet's examples), so that the
+    # 1d. broad text (transfer_counts): English sentences of every kind (WordNet's examples), so that the
     # student meets the words and pieces a few labeled rows never show; the transfer set reads them too
     if broad:
         broad_file = out / "broad.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read

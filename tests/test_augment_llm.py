@@ -260,6 +260,8 @@ def write_config(tmp_path: Path, teacher: Path, toy_data, *, per_class: int = 3)
         "[data]",
         f'train = "{toy_data[0]}"',
         f'dev = "{toy_data[1]}"',
+        "teacher_edits = 0",  # auto would add a transfer set to these 240 rows: minutes, not seconds
+        "broad_text = 0",
         "[teacher]",
         f'dir = "{teacher}"',
         "[augment]",

@@ -5,6 +5,7 @@ config `mlx-edge run` would run, and the worker reports the bundle ladder's stag
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -162,6 +163,16 @@ def test_the_worker_lists_the_ladders_stages_in_the_order_the_pipeline_runs_them
     broad = distill_params({**DISTILL_DEFAULTS, "bundles": ["static"], "teacher_edits": "3", "broad_text": "9"}, {})
     assert distill_params({**DISTILL_DEFAULTS, "teacher_edits": "3"}, {})["broad_text"] == "auto"
     assert stage_names(pipeline_config(broad, tmp_path, {}))[:4] == ["teacher", "edits", "broad", "label"]
+    few = tmp_path / "few.jsonl"  # an upload of a few English rows: auto makes edits, and broad text joins them
+    few.write_text("".join(json.dumps({"text": f"pay the bill {i}", "label": f"l{i % 2}"}) + "\n" for i in range(40)))
+    upload = distill_params({**DISTILL_DEFAULTS, "data": "upload"}, {"train_file": "few.jsonl"})
+    assert (upload["teacher_edits"], upload["broad_text"]) == ("auto", "auto")
+    assert stage_names(pipeline_config(upload, tmp_path, {"train": str(few)}))[:4] == [
+        "teacher",
+        "edits",
+        "broad",
+        "label",
+    ]
     assert epoch_files(config)["int4 qat"] == (".student-int4.work/metrics.jsonl", "student-int4/metrics.jsonl")
     assert "int4 export" not in epoch_files(config)
 

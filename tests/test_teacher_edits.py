@@ -55,6 +55,39 @@ def test_at_most_per_text_sentences_each_new(paired_teacher):
     assert teacher_edits(paired_teacher, TEXTS, 0) == []
 
 
+def test_chinese_pieces_also_swap_for_the_vocabularys_ideographs(paired_teacher, tmp_path):
+    """han_vocab: a Chinese piece's candidates include the teacher vocabulary's ideographs that no text
+    uses (a few hundred rows use a few hundred characters; the test sets use others). 租 is put nearer
+    to 复 and 习 than they are to each other; it is in no text, so only the vocabulary brings it."""
+    import shutil
+
+    teacher = tmp_path / "t"
+    shutil.copytree(paired_teacher, teacher)
+    weights = load_file(teacher / "model.safetensors")
+    name = next(n for n in weights if n.endswith("word_embeddings.weight"))
+    table = weights[name].copy()
+    tokenizer = load_tokenizer(teacher)
+    axis = 2 * len(PARTNERS)  # 复 / 习's axes (HAN_PARTNERS[0])
+    table[tokenizer.token_id("租")] = 0.0
+    table[tokenizer.token_id("租"), axis : axis + 2] = (1.0, 0.05)
+    save_file({**weights, name: table}, str(teacher / "model.safetensors"), metadata={"format": "pt"})
+    texts = ["复习线性代数"]
+    assert teacher_edits(teacher, texts, 1, rate=1.0, k=1, han_vocab=0) == ["习复性线数代"]
+    assert teacher_edits(teacher, texts, 1, rate=1.0, k=1, han_vocab=1000) == ["租租性线数代"]
+    latin = teacher_edits(teacher, TEXTS[:4], 1, rate=1.0, k=1, han_vocab=1000)  # Latin words: the rows' own only
+    assert latin == ["bill a pay", "appointment the park", "card credit dentist book", "bill 5 times"]
+
+
+def test_a_bad_edits_count_is_one_line_before_any_stage(base_dir, toy_data, tmp_path):
+    from tests.helpers.pipeline import write_config
+
+    for value in (-1, "many", True, 1001):
+        config = write_config(tmp_path, base_dir, toy_data, data={"teacher_edits": value})
+        result = CliRunner().invoke(main, ["run", str(config), "--quiet"])
+        assert_one_line_error(result, '[data] teacher_edits must be "auto" or a whole number from 0 to 1000')
+        assert not (tmp_path / "work").exists()
+
+
 def test_unigram_pieces_inside_a_word_are_never_swapped(tmp_path):
     # the tiny Unigram vocabulary has word-initial pieces (▁de, ▁pa, ▁th) but almost no whole words:
     # swapping ▁de for ▁pa would turn "dentist" into "pantist"; Chinese pieces are words and do swap
@@ -63,11 +96,10 @@ def test_unigram_pieces_inside_a_word_are_never_swapped(tmp_path):
     out = teacher_edits(teacher, texts, 10, seed=0)
     assert out
     latin = {w for t in texts[:2] for w in t.split()}
-    han = set("".join(texts[2:]))
     for sentence in out:
         words = sentence.split()
-        if all(ch in han for ch in sentence):
-            continue
+        if all("\u4e00" <= ch <= "\u9fff" for ch in sentence):
+            continue  # Chinese: the rows' characters or the vocabulary's (han_vocab)
         assert all(w in latin for w in words), sentence
 
 

@@ -425,7 +425,8 @@ def teacher_edits(
 
     TinyBERT-style augmentation: each word that is one piece of the teacher's vocabulary (each
     piece in Chinese) is replaced with probability 0.4 by one of its 10 nearest pieces in the
-    teacher's word-embedding table, among the words of the same script in your rows. The sentences
+    teacher's word-embedding table, among the words of the same script in your rows (for Chinese,
+    and the vocabulary's 8,000 most frequent Chinese pieces). The sentences
     carry no label: pass the file as --unlabeled to `teacher label` and `distill`, and the student
     learns the teacher's answers on them. Dev rows (distill's own choice) are never edited.
 

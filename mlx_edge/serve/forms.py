@@ -35,7 +35,7 @@ DISTILL_DEFAULTS = {
     "distill_learning_rate": str(DISTILL.learning_rate),
     "augment_per_class": "20",
     "augment_llm": DEFAULT_LLM,
-    "teacher_edits": "0",
+    "teacher_edits": "auto",
     "broad_text": "auto",
     "device": PIPELINE.device,
     "bundles": list(PIPELINE.bundles),
@@ -152,7 +152,7 @@ def distill_params(
         "augment_llm": r.model("augment_llm", tuple(BUILTIN_LLMS), Path.is_dir, "an MLX LLM folder")
         if r.text("augment_llm")
         else DEFAULT_LLM,
-        "teacher_edits": r.number("teacher_edits", int, 0, 100),
+        "teacher_edits": "auto" if r.text("teacher_edits") == "auto" else r.number("teacher_edits", int, 0, 100),
         "broad_text": "auto" if r.text("broad_text") == "auto" else r.number("broad_text", int, 0, WORDNET_SENTENCES),
         "device": _device(r),
         "bundles": r.choices("bundles", BUNDLE_KINDS),

@@ -26,7 +26,7 @@ from mlx_edge import progress as progress_events
 from mlx_edge.demo import demo_config
 from mlx_edge.errors import MlxEdgeError
 from mlx_edge.fileio import atomic_write_json, atomic_write_text
-from mlx_edge.pipeline import PipelineConfig, broad_text_count, format_report, run_pipeline, stage_settings
+from mlx_edge.pipeline import PipelineConfig, format_report, run_pipeline, stage_settings, transfer_counts
 from mlx_edge.runtime.devices import mlx_device, torch_placement
 from mlx_edge.serve.db import Database
 from mlx_edge.serve.forms import current_params
@@ -71,15 +71,8 @@ def stage_names(config: PipelineConfig) -> list[str]:
     settings = stage_settings(config, "distill")
     distill = ["distill"] if ladder.needs_student(config.bundles, settings) else []  # the student the kinds start from
     steps = [step.name for rung in ladder.rungs(config.bundles, settings) for step in rung.steps]
-    optional = [
-        name
-        for name, on in (
-            ("augment", config.augment),
-            ("edits", config.teacher_edits),
-            ("broad", broad_text_count(config)),
-        )
-        if on
-    ]
+    edits, broad = transfer_counts(config)
+    optional = [name for name, on in (("augment", config.augment), ("edits", edits), ("broad", broad)) if on]
     return ["teacher", *optional, "label", *distill, *steps, "check"]
 
 

@@ -174,6 +174,8 @@ def distill_form(teacher: Path, student: Path, **overrides) -> dict:
         "distill_learning_rate": "5e-3",
         "device": "cpu",
         "bundles": ["fp16"],  # the ladder's first rung only: the other kinds are tested in test_ladder.py
+        "teacher_edits": "0",  # auto would make a transfer set of a few-row upload: minutes, not seconds
+        "broad_text": "0",
     }
     return {**form, **overrides}
 
