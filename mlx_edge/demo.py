@@ -54,6 +54,9 @@ def demo_config(
         teacher={"model": str(teacher), **({"epochs": teacher_epochs} if teacher_epochs else {}), **exact},
         augment={} if not augment else {"per_class": augment, "llm": augment_llm or DEMO_LLM, **DEMO_AUGMENT},
         distill={"epochs": distill_epochs} if distill_epochs else {},
+        # a sample is a quick look at the demo's stages: the demo's 3,000 rows make no edits or broad text
+        # (transfer_counts), and a few hundred sampled rows must not add minutes of them
+        **({"teacher_edits": 0, "broad_text": 0} if limit else {}),
     )
 
 

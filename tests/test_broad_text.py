@@ -88,3 +88,17 @@ def test_a_bad_count_is_one_line_before_any_stage(base_dir, toy_data, tmp_path, 
         CliRunner().invoke(main, ["run", str(config), "--quiet"]), '[data] broad_text must be "auto" or a whole number'
     )
     assert not (tmp_path / "work").exists()
+
+
+def test_the_demo_makes_no_transfer_set_and_a_sample_of_it_none_either(tmp_path):
+    """The demo's 3,000 rows are past auto's reach; `demo --limit` (and bench's pipeline row, which
+    times the demo's stages on such a sample) must not add edits and broad text to a quick look."""
+    from mlx_edge.demo import demo_config
+    from mlx_edge.pipeline import transfer_counts
+
+    full = demo_config(out=tmp_path / "full")
+    assert (full.teacher_edits, full.broad_text) == ("auto", "auto") and transfer_counts(full) == (0, 0)
+    sample = demo_config(out=tmp_path / "sample", limit=50)
+    assert transfer_counts(sample) == (0, 0)
+    sample.teacher_edits = sample.broad_text = "auto"  # what the sample's 50 rows would get without the pin
+    assert transfer_counts(sample)[0] > 0

@@ -72,7 +72,10 @@ def run(config_path, quiet):
     help="Model to fine-tune as teacher: a directory or a built-in name (multilingual-e5-small, all-minilm-l6-v2).",
 )
 @click.option(
-    "--limit", type=click.IntRange(20), default=None, help="Use a seeded sample of this many lines per split."
+    "--limit",
+    type=click.IntRange(20),
+    default=None,
+    help="Use a seeded sample of this many lines per split (a quick look: no transfer set is made).",
 )
 @click.option(
     "--teacher-epochs",
