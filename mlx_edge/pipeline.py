@@ -137,21 +137,22 @@ class PipelineConfig:
         unlabeled = [unlabeled] if isinstance(unlabeled, str) else unlabeled
         if not isinstance(unlabeled, list) or not all(isinstance(u, str) and u for u in unlabeled):
             raise ConfigError(f'{path}: [data] unlabeled must be a file or a list of files, e.g. ["notes.txt"]')
-        edits = data.get("teacher_edits", "auto")
-        if edits != "auto" and (isinstance(edits, bool) or not isinstance(edits, int) or not 0 <= edits <= 1000):
-            raise ConfigError(
-                f'{path}: [data] teacher_edits must be "auto" or a whole number from 0 to 1000, not {edits!r}',
-                "it counts new sentences per training row for the transfer set, e.g. teacher_edits = 20",
-            )
-        broad = data.get("broad_text", "auto")
-        if broad != "auto" and (
-            isinstance(broad, bool) or not isinstance(broad, int) or not 0 <= broad <= WORDNET_SENTENCES
-        ):
-            raise ConfigError(
-                f'{path}: [data] broad_text must be "auto" or a whole number from 0 to {WORDNET_SENTENCES:,}, '
-                f"not {broad!r}",
-                "it counts sentences of broad English text for the transfer set, e.g. broad_text = 10000",
-            )
+        edits = _auto_or_count(
+            path,
+            data,
+            "teacher_edits",
+            1000,
+            "1000",
+            "it counts new sentences per training row for the transfer set, e.g. teacher_edits = 20",
+        )
+        broad = _auto_or_count(
+            path,
+            data,
+            "broad_text",
+            WORDNET_SENTENCES,
+            f"{WORDNET_SENTENCES:,}",
+            "it counts sentences of broad English text for the transfer set, e.g. broad_text = 10000",
+        )
         return cls(
             out=rel(pipeline.out),
             train=rel(data["train"]),
@@ -173,6 +174,17 @@ class PipelineConfig:
             export=dict(raw.get("export", {})),
             check={"enabled": True, **raw.get("check", {})},
         )
+
+
+def _auto_or_count(path: Path, data: dict, key: str, most: int, shown: str, hint: str) -> int | str:
+    """[data] `key`: "auto" (its default) or a whole number from 0 to `most` (`shown` in the message)."""
+    value = data.get(key, "auto")
+    if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= most):
+        raise ConfigError(
+            f'{path}: [data] {key} must be "auto" or a whole number from 0 to {shown}, not {value!r}',
+            hint,
+        )
+    return value
 
 
 def transfer_counts(config: PipelineConfig) -> tuple[int, int]:

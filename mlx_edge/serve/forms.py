@@ -123,6 +123,10 @@ class _Reader:
             return None
         return value
 
+    def auto_or_count(self, name: str, high: int) -> str | int | None:
+        """ "auto", or a whole number from 0 to `high` (a [data] count that `auto` decides by default)."""
+        return "auto" if self.text(name) == "auto" else self.number(name, int, 0, high)
+
 
 def distill_params(
     form: Mapping[str, str | list[str]], files: Mapping[str, str], *, models_dir: Path | None = None
@@ -152,8 +156,8 @@ def distill_params(
         "augment_llm": r.model("augment_llm", tuple(BUILTIN_LLMS), Path.is_dir, "an MLX LLM folder")
         if r.text("augment_llm")
         else DEFAULT_LLM,
-        "teacher_edits": "auto" if r.text("teacher_edits") == "auto" else r.number("teacher_edits", int, 0, 100),
-        "broad_text": "auto" if r.text("broad_text") == "auto" else r.number("broad_text", int, 0, WORDNET_SENTENCES),
+        "teacher_edits": r.auto_or_count("teacher_edits", 100),
+        "broad_text": r.auto_or_count("broad_text", WORDNET_SENTENCES),
         "device": _device(r),
         "bundles": r.choices("bundles", BUNDLE_KINDS),
     }
