@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mlx_edge.settings import CONFIG_SECTIONS, DEMO_TEACHER, NEW_STUDENT_VOCAB_EXTRA
+from mlx_edge.settings import CONFIG_SECTIONS, DEMO_TEACHER, EDITS_STEP_BUDGET, NEW_STUDENT_VOCAB_EXTRA
 
 LAYOUT = CONFIG_SECTIONS  # section -> (settings class or None, the keys only a pipeline has)
 OPTIONAL = ("augment",)  # a stage that runs only when its section is there: written commented out
@@ -126,6 +126,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "max_length": "unset: the targets cache's, else the teacher's",
         "epochs": EPOCHS,
         "min_steps": "at least this many steps: more epochs for a few hundred rows",
+        "step_budget": f"unset: {EDITS_STEP_BUDGET} with teacher edits alone, else none; fewer epochs past it",
         "batch_size": BATCH,
         "learning_rate": LR,
         "warmup_ratio": WARMUP,
@@ -191,6 +192,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "label": {"max_length": 128},
     "distill": {
         "vocab_extra": NEW_STUDENT_VOCAB_EXTRA,
+        "step_budget": EDITS_STEP_BUDGET,
         "embedding_size": 128,
         "quantize": "int8",
         "layer_map": "0:2,1:5,2:8,3:11",

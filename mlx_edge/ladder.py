@@ -253,7 +253,7 @@ def _continued(settings: DistillSettings, **changes) -> DistillSettings:
     projection would start from random), its own vocabulary, no early stop, its epochs exactly."""
     base = dict(hidden_weight="0", attention_weight="0", embedding_weight="0", two_stage=0, vocab="auto",
                 vocab_extra=None, embedding_size=None, quantize=None, patience=None, max_steps=None,
-                min_steps=0)  # fmt: skip
+                min_steps=0, step_budget=0)  # fmt: skip
     return replace(settings, **{**base, **changes})
 
 

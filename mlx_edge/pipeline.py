@@ -41,6 +41,7 @@ from mlx_edge.settings import (
     BROAD_TEXT,
     BROAD_TEXT_SHARE,
     CONFIG_SECTIONS,
+    EDITS_STEP_BUDGET,
     PIPELINE,
     SELF_TRAIN_BELOW,
     TEACHER_EDITS,
@@ -210,6 +211,15 @@ def transfer_counts(config: PipelineConfig) -> tuple[int, int]:
     return int(edits), int(broad)
 
 
+def distill_settings(config: PipelineConfig, edits_per_row: int) -> DistillSettings:
+    """[distill]'s settings for this run: with no step_budget of its own, a run whose transfer set is its
+    teacher's edits (no unlabeled files; broad text may join them) gets EDITS_STEP_BUDGET."""
+    ds = stage_settings(config, "distill")
+    if ds.step_budget is None and edits_per_row and not config.unlabeled:
+        ds = dataclasses.replace(ds, step_budget=EDITS_STEP_BUDGET)
+    return ds
+
+
 def _check_unlabeled(config: PipelineConfig, edits: int, broad: int) -> tuple[str, ...]:
     """[data] unlabeled files that cannot serve (missing, empty, binary, nothing but dev/test texts or
     labeled rows) are refused before the teacher's minutes are spent; distill warns about what it drops.
@@ -343,7 +353,7 @@ def run_pipeline(
 
     # 1c. teacher edits (when configured): new sentences from the training rows, a transfer set that
     # label and distill read as an unlabeled file (the rows distill trains on: [distill]'s split)
-    ds = stage_settings(config, "distill")
+    ds = distill_settings(config, edits_per_row)
     unlabeled = tuple(config.unlabeled)
     if edits_per_row:
         edits = out / "edits.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read

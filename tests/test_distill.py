@@ -20,7 +20,7 @@ from transformers import BertForSequenceClassification as HFBert
 
 from mlx_edge.cli import main
 from mlx_edge.distill.api import distill
-from mlx_edge.distill.loop import LoopConfig, Schedule
+from mlx_edge.distill.loop import LoopConfig, Schedule, epochs_for
 from mlx_edge.distill.student import default_layer_map, init_student, parse_layer_map, student_config
 from mlx_edge.errors import DistillError, MlxEdgeError, MlxEdgeWarning
 from mlx_edge.models.checkpoint import load_model
@@ -513,3 +513,36 @@ def test_min_steps_runs_the_epochs_a_few_rows_need(trained_teacher, toy_data, mi
         runs[steps] = ([json.loads(line)["epoch"] for line in lines], json.loads(result.stdout))
     assert runs["40"][0] == [1, 2, 3] and runs["40"][1]["epochs_run"] == 3 and runs["40"][1]["steps"] == 45
     assert runs["0"][0] == [1] and runs["0"][1]["steps"] == 15
+
+
+def test_step_budget_cuts_the_epochs_of_a_large_set(trained_teacher, toy_data, micro_json, tmp_path):
+    """240 rows in batches of 16 are 15 steps an epoch, 4 epochs 60 steps: --step-budget 40 runs the
+    nearest whole number of epochs, 3 (45 steps); 20 runs 1 (round(1.33)); 0 runs all 4."""
+    args = ["distill", "--teacher", str(trained_teacher), "--train", str(toy_data[0]), "--dev", str(toy_data[1]),
+            "--student", str(micro_json), "--epochs", "4", "--min-steps", "0", "--batch-size", "16", "--quiet",
+            "--json"]  # fmt: skip
+    runs = {}
+    for budget in ("40", "20", "0"):
+        result = CliRunner().invoke(main, [*args, "--step-budget", budget, "--out", str(tmp_path / budget)])
+        assert result.exit_code == 0, result.output
+        lines = (tmp_path / budget / "metrics.jsonl").read_text().splitlines()
+        runs[budget] = ([json.loads(line)["epoch"] for line in lines], json.loads(result.stdout)["steps"])
+    assert runs == {"40": ([1, 2, 3], 45), "20": ([1], 15), "0": ([1, 2, 3, 4], 60)}
+
+
+@pytest.mark.parametrize(
+    ("epochs", "min_steps", "budget", "two_stage", "steps_per_epoch", "expected"),
+    [
+        (10, 300, 1500, 0, 479, 3),  # 300 to-do rows' default transfer set: 1,437 steps
+        (10, 300, 1500, 0, 372, 4),  # 100 rows': round(4.03)
+        (10, 300, 1500, 0, 85, 10),  # the demo's 2,700 rows: 850 steps, unchanged
+        (10, 300, 1500, 0, 9, 34),  # 270 rows and no transfer set: min_steps' epochs
+        (10, 300, 1500, 0, 3210, 1),  # a 100k transfer set: one epoch, never none
+        (10, 300, 1500, 4, 3210, 5),  # two-stage epochs keep one for the prediction losses
+        (2, 300, 1500, 0, 479, 2),  # never more than asked
+        (10, 300, 0, 0, 479, 10),  # 0: no cut
+    ],
+)
+def test_epochs_for_the_floor_and_the_budget(epochs, min_steps, budget, two_stage, steps_per_epoch, expected):
+    config = LoopConfig(epochs=epochs, min_steps=min_steps, step_budget=budget, two_stage_epochs=two_stage)
+    assert epochs_for(config, steps_per_epoch) == expected

@@ -9,12 +9,16 @@ teacher's 4 heads divide it; too narrow for a split whose width 32 divides), the
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from mlx_edge.cli import main
+from mlx_edge.distill.loop import LoopConfig, epochs_for
+from mlx_edge.ladder import SPLIT, _continued
+from mlx_edge.settings import DISTILL, EDITS_STEP_BUDGET
 from tests.helpers.cli import assert_one_line_error
 from tests.helpers.pipeline import write_config
 
@@ -190,3 +194,11 @@ def test_the_recommended_bundle_is_the_smallest_near_the_best_on_accuracy_and_ag
     # the most accurate disagrees most, the most faithful scores lowest: none is near the best on both
     apart = [row("fp16", 18.97, 0.70, 0.60), row("int8", 7.95, 0.66, 0.64), row("static", 1.44, 0.62, 0.62)]
     assert recommend(apart) == "fp16"
+
+
+def test_the_ladders_short_fine_tunes_run_their_epochs_exactly():
+    """The int8/int4 splits and QAT fine-tune a distilled student for 1-3 epochs: neither the step floor
+    (a few hundred rows) nor the step budget (a large transfer set) may change that count."""
+    loop = LoopConfig.from_settings(_continued(replace(DISTILL, step_budget=EDITS_STEP_BUDGET), **SPLIT))
+    assert DISTILL.min_steps > 0  # what the defaults would otherwise do
+    assert [epochs_for(loop, steps) for steps in (9, 85, 3210)] == [SPLIT["epochs"]] * 3

@@ -80,9 +80,11 @@ def test_library_and_cli_defaults_are_the_settings(defaults, function, path):
 
 def test_loop_config_defaults_are_the_distill_settings():
     loop, ds = LoopConfig(), settings.DISTILL
-    # but min_steps: a library caller's LoopConfig runs its epochs exactly; the CLI and pipeline's has the floor
-    assert loop.min_steps == 0 and ds.min_steps > 0
+    # but min_steps: a library caller's LoopConfig runs its epochs exactly; the CLI and pipeline's has the
+    # floor. Neither has a step budget unless given one (the pipeline gives its teacher edits one)
+    assert loop.min_steps == 0 and ds.min_steps > 0 and loop.step_budget == 0 and ds.step_budget is None
     assert LoopConfig.from_settings(ds) == replace(loop, min_steps=ds.min_steps)
+    assert LoopConfig.from_settings(replace(ds, step_budget=700)).step_budget == 700
     assert (loop.epochs, loop.batch_size, loop.learning_rate, loop.temperature) == (
         ds.epochs,
         ds.batch_size,

@@ -188,6 +188,7 @@ def test_sif_weights_follow_unigram_scores_or_wordpiece_rank():
         (["--attention-weight", "0.5"], "--attention-weight does not apply"),
         (["--layer-map", "0:1"], "--layer-map does not apply"),
         (["--init-layers", "1"], "--init-layers does not apply to a static student: it has no layers to copy"),
+        (["--step-budget", "100"], "--step-budget does not apply to a static student: a token table learns slower"),
     ],
 )
 def test_options_that_mean_nothing_to_a_table_are_refused(trained_teacher, toy_data, tmp_path, extra, fragment):
@@ -260,5 +261,7 @@ def test_the_static_loop_turns_off_what_a_table_cannot_learn():
     loop = static_loop()
     _check_loop(loop)  # raises on any layer loss
     assert (loop.learning_rate, loop.epochs, loop.two_stage_epochs) == (STATIC.learning_rate, STATIC.epochs, 0)
+    # distill's step budget (a transformer's) is off: a table runs its epochs, whatever the settings say
+    assert static_loop(LoopConfig(step_budget=1500)).step_budget == 0
     assert static_loop(LoopConfig(weights={**LoopConfig().weights, "kd": Schedule(2.0)}), epochs=3).epochs == 3
     assert static_loop(LoopConfig(weights={**LoopConfig().weights, "kd": Schedule(2.0)})).weights["kd"].start == 2.0

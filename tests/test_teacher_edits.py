@@ -134,3 +134,26 @@ def test_pipeline_adds_the_edits_to_the_transfer_set(base_dir, toy_data, tmp_pat
     assert stages.index("teacher") < stages.index("edits") < stages.index("label")
     ran = [s["name"] for s in run_stages(config) if s["status"] == "ran"]  # up to date: nothing reruns
     assert not {"edits", "label", "distill"} & set(ran)
+
+
+def test_a_run_whose_transfer_set_is_its_edits_gets_the_step_budget(tmp_path):
+    """Teacher edits are near-copies of the rows, learned in a few epochs: a run whose transfer set they
+    make (no unlabeled files) distills under EDITS_STEP_BUDGET unless [distill] sets step_budget; a run
+    with the user's text, or with no edits, has no cut; the `distill` command's default has none."""
+    from mlx_edge.distill.loop import LoopConfig
+    from mlx_edge.pipeline import PipelineConfig, distill_settings
+    from mlx_edge.settings import DISTILL, EDITS_STEP_BUDGET
+
+    train, notes = tmp_path / "train.jsonl", tmp_path / "notes.txt"
+    train.write_text(json.dumps({"text": "pay rent", "label": "a"}) + "\n")
+    notes.write_text("a note\n")
+
+    def budget(edits, **kw):
+        return distill_settings(PipelineConfig(out=tmp_path / "w", train=train, **kw), edits).step_budget
+
+    assert DISTILL.step_budget is None and LoopConfig.from_settings(DISTILL).step_budget == 0
+    assert budget(20) == EDITS_STEP_BUDGET == 1500
+    assert budget(20, unlabeled=(notes,)) is None  # real text keeps teaching past a few epochs
+    assert budget(0) is None
+    assert budget(20, distill={"step_budget": 0}) == 0 and budget(20, distill={"step_budget": 900}) == 900
+    assert budget(0, distill={"step_budget": 900}) == 900

@@ -21,7 +21,7 @@ from mlx_edge.cli.options import (
 )
 from mlx_edge.distill.static_settings import STATIC
 from mlx_edge.errors import ConfigError
-from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
+from mlx_edge.settings import DISTILL, EDITS_STEP_BUDGET, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
 
 
 @click.command()
@@ -139,6 +139,14 @@ from mlx_edge.settings import DISTILL, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
     default=DISTILL.min_steps,
     show_default=True,
     help="At least this many optimizer steps: a few hundred rows run more epochs than --epochs (0: exactly --epochs).",
+)
+@click.option(
+    "--step-budget",
+    type=click.IntRange(0),
+    default=DISTILL.step_budget,
+    help="At most about this many optimizer steps: a large transfer set runs fewer epochs than --epochs "
+    "(whole epochs, at least 1). Worth it for teacher edits (near-copies of your rows, learned in a few "
+    f"epochs; `mlx-edge run` uses {EDITS_STEP_BUDGET} for them), not for real unlabeled text.  [default: no cut]",
 )
 @click.option(
     "--batch-size", type=click.IntRange(1), default=DISTILL.batch_size, show_default=True, help="Examples per step."
@@ -259,6 +267,7 @@ def distill(
     out,
     epochs,
     min_steps,
+    step_budget,
     batch_size,
     learning_rate,
     max_length,
@@ -330,6 +339,7 @@ def distill(
         max_length=max_length,
         epochs=epochs,
         min_steps=min_steps,
+        step_budget=step_budget,
         batch_size=batch_size,
         learning_rate=learning_rate,
         warmup_ratio=warmup_ratio,

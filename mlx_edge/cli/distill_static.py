@@ -33,6 +33,7 @@ WHY = {
     "embedding_weight": "it has no embedding layer output to match",
     "attention_loss": "it has no attention maps",
     "two_stage": "it has no intermediate losses",
+    "step_budget": "a token table learns slower than layers and runs all its --epochs",
 }
 # The library's arguments `distill_static` takes as they are (the rest are mapped or dropped below).
 PASSED = (

@@ -54,6 +54,8 @@ class LoopConfig:
     # more epochs than `epochs` when they are too few steps (run_loop). 0 here, not DistillSettings': a
     # library caller's LoopConfig runs its epochs exactly; the CLI and the pipeline pass [distill] min_steps
     min_steps: int = 0
+    # fewer epochs than `epochs` when they are more steps than this (run_loop); 0 here, as min_steps
+    step_budget: int = 0
     batch_size: int = DISTILL.batch_size
     learning_rate: float = DISTILL.learning_rate
     warmup_ratio: float = DISTILL.warmup_ratio
@@ -127,6 +129,7 @@ class LoopConfig:
             ),
             weights=default_weights(s),
             two_stage_epochs=s.two_stage,
+            step_budget=s.step_budget or 0,  # None: no cut (the pipeline sets one for teacher edits)
         )
 
     def weights_at(self, epoch: int, progress: float) -> dict[str, float]:

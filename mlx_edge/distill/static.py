@@ -66,10 +66,17 @@ LAYER_TERMS = ("hidden", "attention", "embedding")  # the losses a token table h
 
 def static_loop(base: LoopConfig | None = None, **changes) -> LoopConfig:
     """The loop a static student trains with: `base` (distill's defaults when None) with STATIC's learning
-    rate and epochs and no layer losses or two-stage phase (distill's defaults are a transformer's), then `changes`."""
+    rate and epochs, no step budget (a token table learns slower: its best dev epoch came at 5-9) and no layer
+    losses or two-stage phase (distill's defaults are a transformer's), then `changes`."""
     base = base or LoopConfig()
     weights = {**base.weights, **{k: Schedule(0.0) for k in LAYER_TERMS}}
-    fixed = {"learning_rate": STATIC.learning_rate, "epochs": STATIC.epochs, "weights": weights, "two_stage_epochs": 0}
+    fixed = {
+        "learning_rate": STATIC.learning_rate,
+        "epochs": STATIC.epochs,
+        "weights": weights,
+        "two_stage_epochs": 0,
+        "step_budget": 0,
+    }
     return replace(base, **{**fixed, **changes})
 
 
