@@ -486,7 +486,7 @@ NEW_STUDENT_VOCAB_EXTRA = 4000
 TEACHER_EDITS = 20
 # [distill] step_budget of a pipeline run whose transfer set is the teacher's edits (no unlabeled files) and
 # whose [distill] sets none: a student matches the teacher on those near-copies of its rows within a few
-# epochs, then memorizes them. To-do set, 300 rows with the default edits and broad text (15,300 rows, 479
+# epochs, then memorizes them. To-do set, 300 rows with the default edits and broad text (15,300 rows, 488
 # steps an epoch), same teacher and targets: 10 epochs 82.3% / 82.5% test (seeds 0 / 1) in 10.7 minutes,
 # 3 epochs (this budget) 83.5% / 83.5% in 3.4, 2 epochs 83.3% / 82.5%; 100 rows (seed 0): 69.2% in 8.4
 # minutes, 4 epochs 68.7% in 3.5 (docs/distill.md)
