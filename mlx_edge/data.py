@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import random
 import re
 import warnings
@@ -528,6 +529,18 @@ def bucketed_batches(
     if shuffle:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
+
+
+def epochs_for(epochs: int, min_steps: int, steps_per_epoch: int, step_budget: int = 0, fewest: int = 1) -> int:
+    """The epochs a run of `steps_per_epoch` optimizer steps an epoch trains: `epochs`, or the fewest that
+    reach `min_steps` (a few hundred rows); or, when `epochs` would be more than `step_budget` steps (0: no
+    budget), the whole number of epochs nearest it, never fewer than `fewest` nor more than `epochs`."""
+    steps = max(1, steps_per_epoch)
+    if min_steps > steps * epochs:
+        return math.ceil(min_steps / steps)
+    if step_budget and steps * epochs > step_budget:
+        return min(epochs, max(fewest, round(step_budget / steps)))
+    return epochs
 
 
 def collate(

@@ -20,7 +20,7 @@ from transformers import BertForSequenceClassification as HFBert
 
 from mlx_edge.cli import main
 from mlx_edge.distill.api import distill
-from mlx_edge.distill.loop import LoopConfig, Schedule, epochs_for
+from mlx_edge.distill.loop import LoopConfig, Schedule, run_epochs
 from mlx_edge.distill.student import default_layer_map, init_student, parse_layer_map, student_config
 from mlx_edge.errors import DistillError, MlxEdgeError, MlxEdgeWarning
 from mlx_edge.models.checkpoint import load_model
@@ -543,6 +543,6 @@ def test_step_budget_cuts_the_epochs_of_a_large_set(trained_teacher, toy_data, m
         (10, 300, 0, 0, 488, 10),  # 0: no cut
     ],
 )
-def test_epochs_for_the_floor_and_the_budget(epochs, min_steps, budget, two_stage, steps_per_epoch, expected):
+def test_run_epochs_the_floor_and_the_budget(epochs, min_steps, budget, two_stage, steps_per_epoch, expected):
     config = LoopConfig(epochs=epochs, min_steps=min_steps, step_budget=budget, two_stage_epochs=two_stage)
-    assert epochs_for(config, steps_per_epoch) == expected
+    assert run_epochs(config, steps_per_epoch) == expected

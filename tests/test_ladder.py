@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from mlx_edge.cli import main
-from mlx_edge.distill.loop import LoopConfig, epochs_for
+from mlx_edge.distill.loop import LoopConfig, run_epochs
 from mlx_edge.ladder import SPLIT, _continued
 from mlx_edge.settings import DISTILL, EDITS_STEP_BUDGET
 from tests.helpers.cli import assert_one_line_error
@@ -201,4 +201,4 @@ def test_the_ladders_short_fine_tunes_run_their_epochs_exactly():
     (a few hundred rows) nor the step budget (a large transfer set) may change that count."""
     loop = LoopConfig.from_settings(_continued(replace(DISTILL, step_budget=EDITS_STEP_BUDGET), **SPLIT))
     assert DISTILL.min_steps > 0  # what the defaults would otherwise do
-    assert [epochs_for(loop, steps) for steps in (9, 85, 3210)] == [SPLIT["epochs"]] * 3
+    assert [run_epochs(loop, steps) for steps in (9, 85, 3210)] == [SPLIT["epochs"]] * 3

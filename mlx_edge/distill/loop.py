@@ -19,7 +19,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from mlx_edge.data import bucketed_batches, collate
+from mlx_edge.data import bucketed_batches, collate, epochs_for
 from mlx_edge.distill.config import TERMS, LoopConfig, Schedule, default_weights
 from mlx_edge.distill.step import Trainable, TrainStep, rank_rows
 from mlx_edge.errors import DistillError
@@ -102,18 +102,12 @@ def make_batch(rows, input_ids: np.ndarray, mask: np.ndarray, labels: np.ndarray
     return b
 
 
-def epochs_for(config: LoopConfig, steps_per_epoch: int) -> int:
-    """The epochs a run of `steps_per_epoch` optimizer steps an epoch trains: `config.epochs`, more when
-    they are fewer than `min_steps` (a few hundred rows), fewer when they are more than `step_budget`
-    (a large transfer set: the nearest whole number of epochs to the budget, at least one, and at least
-    one past the two-stage phase)."""
-    steps = max(1, steps_per_epoch)
-    epochs = config.epochs
-    if config.min_steps > steps * epochs:
-        return math.ceil(config.min_steps / steps)
-    if config.step_budget and steps * epochs > config.step_budget:
-        return min(epochs, max(1, config.two_stage_epochs + 1, round(config.step_budget / steps)))
-    return epochs
+def run_epochs(config: LoopConfig, steps_per_epoch: int) -> int:
+    """The epochs the loop trains (data.epochs_for): `config.epochs`, more for a few hundred rows
+    (`min_steps`), fewer past `step_budget` (a large transfer set), and at least one past the two-stage phase."""
+    return epochs_for(
+        config.epochs, config.min_steps, steps_per_epoch, config.step_budget, fewest=config.two_stage_epochs + 1
+    )
 
 
 def run_loop(
@@ -146,7 +140,7 @@ def run_loop(
     lengths = np.array([len(x) for x in train_ids])
     batches_per_epoch = len(bucketed_batches(lengths, config.batch_size, seed=config.seed))
     steps_per_epoch = math.ceil(batches_per_epoch / config.grad_accum)
-    config = replace(config, epochs=epochs_for(config, steps_per_epoch))
+    config = replace(config, epochs=run_epochs(config, steps_per_epoch))
     total_steps = max(1, steps_per_epoch * config.epochs)
     train_step = TrainStep(trainable, config, layer_map, terms_on, total_steps, group=group)
     mx.random.seed(config.seed + rank)  # each process its own dropout draws

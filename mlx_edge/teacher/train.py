@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from mlx_edge.data import LabeledData, bucketed_batches, collate, load_splits
+from mlx_edge.data import LabeledData, bucketed_batches, collate, epochs_for, load_splits
 from mlx_edge.errors import ConfigError, ModelError, OutputError, TeacherError
 from mlx_edge.fileio import atomic_write_json, refuse_overwriting_inputs, remove_stale_staging, staging_dir
 from mlx_edge.manifest import MANIFEST_NAME, file_fingerprint, read_manifest, write_manifest
@@ -706,11 +706,6 @@ def _train_with_mlx(
 def with_dev(train: LabeledData, dev: LabeledData) -> LabeledData:
     """The training rows and the dev rows together (a refit; or the pseudo-labeled rows), in that order."""
     return LabeledData(train.texts + dev.texts, train.labels + dev.labels, source=train.source)
-
-
-def epochs_for(epochs: int, min_steps: int, steps_per_epoch: int) -> int:
-    """`epochs`, or the fewest epochs of `steps_per_epoch` optimizer steps that reach `min_steps`."""
-    return max(epochs, math.ceil(min_steps / max(1, steps_per_epoch)))
 
 
 def encoder_weights(config: dict) -> int:
