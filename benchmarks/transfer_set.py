@@ -31,7 +31,9 @@ training rows), the arms with unlabeled text share one such teacher and the othe
 and the baseline every arm must beat: a logistic regression on the teacher's frozen embeddings
 (mean-pooled over real tokens, "query: " prefix as e5 expects) trained on the same labeled rows.
 Each row: teacher and student accuracy on the test set (all, English, Chinese), retained share,
-minutes per stage. Runs one pipeline at a time: run it alone on the machine.
+minutes per stage, and the distill's transfer rows, epochs and steps. Runs one pipeline at a time:
+run it alone on the machine. An arm with a transfer set leaves a targets cache of several GB
+(hidden states and attention maps of every row); `--drop-targets` deletes each after its result.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 import time
 from collections import defaultdict
@@ -194,6 +197,7 @@ def run_arm(
     except MlxEdgeError as exc:  # e.g. a bundle's export refused by its own parity check
         return {"error": str(exc), "total_minutes": round((time.perf_counter() - start) / 60, 1)}
     test_scores = report["accuracy"]["test"]
+    distilled = _distill_report(out)  # what the distill ran: its transfer rows, epochs and steps
     by_language = report["accuracy_by_language"]["test"]
     return {
         "teacher": test_scores["teacher"],
@@ -204,7 +208,7 @@ def run_arm(
         "total_minutes": round((time.perf_counter() - start) / 60, 1),
         "notes": report.get("notes", []),
         "check": report["check"],
-        "soft_label_temperature": _distill_report(out).get("soft_label_temperature"),
+        **{key: distilled.get(key) for key in ("soft_label_temperature", "transfer_rows", "epochs_run", "steps")},
         "teacher_self_train": _teacher_manifest(out).get("self_train"),
     }
 
@@ -256,6 +260,12 @@ def main() -> None:
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/transfer_set"))
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--drop-targets",
+        action="store_true",
+        help="delete each arm's targets cache after its result (GBs each with a transfer set; "
+        "running the same arm again labels again)",
+    )
     args = parser.parse_args()
     rows_all = read_rows(dataset_split(args.dataset, "train"))
     test_path = dataset_split(args.dataset, "test")
@@ -298,6 +308,8 @@ def main() -> None:
                     args.teacher_self_train,
                     args.broad_text,
                 )
+                if args.drop_targets:
+                    shutil.rmtree(base / arm / "targets", ignore_errors=True)
                 row = {"dataset": args.dataset, "size": size, "seed": seed, "arm": arm, "probe": line["probe"]["all"]}
                 row.update(result)
                 results.append(row)
