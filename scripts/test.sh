@@ -27,7 +27,11 @@ export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-.venv/bin/python -m pytest "$@" 2>&1 | tee "$log"
+# The full run lists its 15 slowest tests: the suite's minutes move with the host (one took 2.5x another's),
+# and this says where they go.
+durations=()
+[ "$fast" -eq 1 ] || durations=(--durations=15)
+.venv/bin/python -m pytest "${durations[@]}" "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 if [ "$status" -eq 5 ]; then
   echo "pytest collected no tests: that is a failure here" >&2
