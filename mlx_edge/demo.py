@@ -32,6 +32,7 @@ def demo_config(
     teacher_epochs: int | None = None,
     teacher_exact: bool = False,
     distill_epochs: int | None = None,
+    distill_exact: bool = False,
     bundles: tuple[str, ...] = PIPELINE.bundles,
     augment: int | None = None,
     augment_llm: str | None = None,
@@ -39,7 +40,8 @@ def demo_config(
     """The demo's pipeline: shipped data (optionally a seeded sample of `limit` per split), every
     stage at its defaults (mlx_edge/settings.py: the demo is what a config with no settings does),
     and `augment` synthetic examples per class from `augment_llm` when asked. `teacher_exact`: the teacher
-    runs exactly its epochs (`demo --teacher-epochs`, a quick look), no more for the step budget."""
+    runs exactly its epochs (`demo --teacher-epochs`, a quick look), no more for the step budget; `distill_exact`
+    the same for the student (`demo --distill-epochs`)."""
     exact = {"min_steps": 0} if teacher_exact else {}
     splits = {name: todo_split(name) for name in ("train", "dev", "test")}
     if limit:
@@ -53,7 +55,10 @@ def demo_config(
         bundles=tuple(bundles),
         teacher={"model": str(teacher), **({"epochs": teacher_epochs} if teacher_epochs else {}), **exact},
         augment={} if not augment else {"per_class": augment, "llm": augment_llm or DEMO_LLM, **DEMO_AUGMENT},
-        distill={"epochs": distill_epochs} if distill_epochs else {},
+        distill={
+            **({"epochs": distill_epochs} if distill_epochs else {}),
+            **({"min_steps": 0} if distill_exact else {}),
+        },
         # a sample is a quick look at the demo's stages: the demo's 3,000 rows make no edits or broad text
         # (transfer_counts), and a few hundred sampled rows must not add minutes of them
         **({"teacher_edits": 0, "broad_text": 0} if limit else {}),

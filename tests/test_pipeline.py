@@ -79,6 +79,20 @@ def test_example_config_parses():
 
 @pytest.mark.slow  # every stage on the real MiniLM teacher
 @pytest.mark.pretrained
+def test_demo_epochs_given_are_exact_and_defaults_keep_the_step_floors(tmp_path, monkeypatch):
+    import mlx_edge.cli.run as cli_run
+
+    seen = []
+    monkeypatch.setattr(cli_run, "_run", lambda config, quiet: seen.append(config))  # the config, not the run
+    for args in ([], ["--teacher-epochs", "2", "--distill-epochs", "3"]):
+        result = CliRunner().invoke(main, ["demo", "--out", str(tmp_path), "--limit", "40", *args])
+        assert result.exit_code == 0, result.output
+    default, given = seen
+    assert "min_steps" not in default.teacher and default.distill == {}
+    assert given.teacher["epochs"] == 2 and given.teacher["min_steps"] == 0
+    assert given.distill == {"epochs": 3, "min_steps": 0}
+
+
 def test_demo_end_to_end_on_a_sample(tmp_path):
     result = CliRunner().invoke(
         main,
@@ -107,3 +121,6 @@ def test_demo_end_to_end_on_a_sample(tmp_path):
     assert "retained" in result.output and "check: PASSED" in result.output
     assert [row["bundle"] for row in report["bundles"]] == ["fp16", "int8"]
     assert report["bundles"][1]["precision"] == "int8-block" and report["bundles"][1]["kind"].endswith("emb 160")
+    # --teacher-epochs and --distill-epochs are exact (a quick look), not raised to the stages' step floors
+    distilled = json.loads((tmp_path / "student" / "report.json").read_text())
+    assert distilled["epochs_run"] == 1 and distilled["steps"] == 5  # 150 sampled rows, batch 32 (the floor: 300)

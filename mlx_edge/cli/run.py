@@ -85,7 +85,11 @@ def run(config_path, quiet):
     "steps on a small --limit.",
 )
 @click.option(
-    "--distill-epochs", type=click.IntRange(1), default=DISTILL.epochs, show_default=True, help="Distillation epochs."
+    "--distill-epochs",
+    type=click.IntRange(1),
+    default=None,
+    help=f"Distillation epochs, exactly; default: {DISTILL.epochs}, or more to reach {DISTILL.min_steps} steps on a "
+    "small --limit.",
 )
 @click.option(
     "--bundles",
@@ -139,6 +143,7 @@ def demo(
             teacher_epochs=teacher_epochs,
             teacher_exact=teacher_epochs is not None,
             distill_epochs=distill_epochs,
+            distill_exact=distill_epochs is not None,
             bundles=bundles,
             augment=augment_per_class,
             augment_llm=augment_llm,
