@@ -50,9 +50,10 @@ from mlx_edge.settings import (
 )
 from mlx_edge.teacher.label import label_targets
 from mlx_edge.teacher.train import train_teacher
-from mlx_edge.transfer import transfer_set
+from mlx_edge.transfer import normalized, transfer_set
 
 STATE_NAME = "pipeline.json"
+AUGMENT_TRANSFER = "transfer.jsonl"  # in the augment stage's directory: what it did not keep, as transfer text
 
 
 # The sections a config may have (settings.CONFIG_SECTIONS). A stage's section holds its settings class's
@@ -225,7 +226,7 @@ def _check_unlabeled(config: PipelineConfig, edits: int, broad: int) -> tuple[st
     labeled rows) are refused before the teacher's minutes are spent; distill warns about what it drops.
     Returns the test file's texts, which every distillation drops from the transfer set (the dev texts
     it drops itself); () without a transfer set."""
-    if not config.unlabeled and not edits and not broad:
+    if not (config.unlabeled or edits or broad or config.augment):  # augment's rejects are transfer text too
         return ()
     columns = {"text_column": config.text_column, "label_column": config.label_column}
     dev, test = (
@@ -339,8 +340,10 @@ def run_pipeline(
         stage("teacher", teacher_dir, teacher_fp, train)
 
     # 1b. augment (when configured): synthetic rows cleaned by the teacher; label and distill then read
-    # the training file and them together, from one file the stage writes
+    # the training file and them together, from one file the stage writes. What the teacher rejected
+    # (and the surplus) joins the transfer set: the LLM's text, labeled softly by the teacher
     train, text_column, label_column = config.train, config.text_column, config.label_column
+    unlabeled = tuple(config.unlabeled)
     if config.augment:
         augment_dir = out / "augment"
         train, text_column, label_column = augment_dir / "train+synthetic.jsonl", None, None
@@ -350,11 +353,13 @@ def run_pipeline(
         stage(
             "augment", train, data_fp, lambda: log(format_details(_augment(config, teacher_dir, augment_dir, progress)))
         )
+        llm_text = augment_dir / AUGMENT_TRANSFER  # absent in a workspace from before it was written
+        if llm_text.is_file() and llm_text.stat().st_size:
+            unlabeled += (llm_text,)
 
     # 1c. teacher edits (when configured): new sentences from the training rows, a transfer set that
     # label and distill read as an unlabeled file (the rows distill trains on: [distill]'s split)
     ds = distill_settings(config, edits_per_row)
-    unlabeled = tuple(config.unlabeled)
     if edits_per_row:
         edits = out / "edits.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read
         data_fp = fingerprint(data_fp, "edits", edits_per_row, teacher_fp, config.seed, EDITS_VERSION)
@@ -524,6 +529,19 @@ def _augment(config: PipelineConfig, teacher_dir: Path, directory: Path, progres
     rows = [json.dumps({"text": t, "label": y}, ensure_ascii=False) for t, y in zip(real.texts, real.labels)]
     synthetic = Path(result.out).read_text(encoding="utf-8")
     atomic_write_text(directory / "train+synthetic.jsonl", "".join(r + "\n" for r in rows) + synthetic)
+    # the texts augment did not keep, as transfer text: once each, none a training, synthetic, dev or test
+    # text (a file of nothing but those would be refused by label), under [data] unlabeled_column's name
+    columns = {"text_column": config.text_column, "label_column": config.label_column}
+    blocked = {normalized(t) for t in real.texts} | {normalized(json.loads(r)["text"]) for r in synthetic.splitlines()}
+    blocked |= {
+        normalized(t) for path in (config.dev, config.test) if path for t in read_labeled(path, **columns).texts
+    }
+    column, lines = config.unlabeled_column or "text", []
+    for text in Path(result.transfer).read_text(encoding="utf-8").splitlines():
+        if normalized(text) and normalized(text) not in blocked:
+            blocked.add(normalized(text))
+            lines.append(json.dumps({column: text}, ensure_ascii=False) + "\n")
+    atomic_write_text(directory / AUGMENT_TRANSFER, "".join(lines))
     return result
 
 
@@ -531,7 +549,15 @@ def _augment_summary(synthetic: Path) -> dict:
     """Synthetic rows kept per class, from the augment manifest (a skipped stage's too)."""
     manifest = json.loads(synthetic.with_name(synthetic.name + ".manifest.json").read_text(encoding="utf-8"))
     kept = {label: counts["kept"] for label, counts in manifest["report"].items()}
-    return {"file": str(synthetic), "llm": manifest["setup"]["llm"], "kept": kept, "complete": manifest["complete"]}
+    transfer = synthetic.with_name(AUGMENT_TRANSFER)
+    texts = len(transfer.read_text(encoding="utf-8").splitlines()) if transfer.is_file() else 0
+    return {
+        "file": str(synthetic),
+        "llm": manifest["setup"]["llm"],
+        "kept": kept,
+        "complete": manifest["complete"],
+        "transfer": {"file": str(transfer), "texts": texts},
+    }
 
 
 def _layers_needed(teacher_dir: Path, d: DistillSettings, *, int4: bool) -> tuple[list[int], list[int]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mlx_edge.augment.api import COLUMNS, augment
+from mlx_edge.augment.api import COLUMNS, augment, transfer_path
 from mlx_edge.augment.dedup import Deduper
 from mlx_edge.augment.generate import MlxLmGenerator, ScriptedGenerator
 from mlx_edge.augment.parse import parse_answer
@@ -92,6 +92,9 @@ def test_exact_output_parsing_dedup_and_balancing(tmp_path, seeds):
     assert result.complete and result.rounds == 1 and gen.calls == 2
     assert read_labeled(out).counts() == {"finance": 2, "health": 2}  # what teacher label / distill read
     check_accounting(result)
+    # what was parsed and not kept, duplicates aside, is transfer text: here the surplus
+    assert transfer_path(out).read_text(encoding="utf-8") == "Sell the old car\n"
+    assert result.transfer == str(transfer_path(out)) and result.transfer_texts == 1
 
 
 def test_prompts_hold_the_class_and_its_seeds(tmp_path, seeds):
@@ -138,6 +141,10 @@ def test_teacher_cleaning_drops_disagreements_and_low_confidence(tmp_path, seeds
     labels, confidences = judge.judge([r["text"] for r in rows])
     assert labels == [r["label"] for r in rows] and min(confidences) >= threshold
     assert result.classes["finance"].low_confidence > 0
+    t = result.total()  # every reject and the surplus is transfer text, once per time it was parsed
+    rest = transfer_path(out).read_text(encoding="utf-8").splitlines()
+    assert len(rest) == t.disagreements + t.low_confidence + t.surplus == result.transfer_texts
+    assert not {r["text"] for r in rows} & set(rest) and " ".join(WORDS["health"]) in rest  # the off-class line
     for _name, c in result.classes.items():
         assert c.disagreements >= 1  # every answer has the same off-class line (then a duplicate)
         assert c.duplicates >= result.rounds  # ... and a seed copy
@@ -196,10 +203,13 @@ def test_resume_continues_without_redoing_rounds_and_cuts_a_torn_append(tmp_path
     assert first.calls == 4 and len(rows_of(out)) > 0
     with open(out, "a", encoding="utf-8") as f:  # a crash in the middle of the next append
         f.write('{"text": "half a li')
+    with open(transfer_path(out), "a", encoding="utf-8") as f:
+        f.write("half a transfer li")
     second = ScriptedGenerator(lambda prompt, call: messy_answer(prompt, call + 4))
     result = augment(out=out, generator=second, **kwargs)
     assert result.resumed and second.calls == full.calls - 4
     assert rows_of(out) == rows_of(whole)
+    assert transfer_path(out).read_text(encoding="utf-8") == transfer_path(whole).read_text(encoding="utf-8") != ""
     assert {c: vars(v) for c, v in result.classes.items()} == {c: vars(v) for c, v in expected.classes.items()}
     again = ScriptedGenerator(messy_answer)
     done = augment(out=out, generator=again, **kwargs)

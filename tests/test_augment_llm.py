@@ -298,10 +298,16 @@ def test_run_with_an_augment_section_runs_it_as_a_stage(tmp_path, trained_teache
     merged = read_labeled(work / "augment" / "train+synthetic.jsonl")
     real = read_labeled(toy_data[0])
     assert merged.texts == real.texts + synthetic.texts and merged.labels == real.labels + synthetic.labels
-    targets = json.loads((work / "targets" / "mlx_edge_manifest.json").read_text())
-    assert targets["examples"] == len(merged)  # label read the training rows and the synthetic ones
     report = json.loads((work / "report.json").read_text())
     assert report["augment"]["kept"] == {"finance": 3, "health": 3} and report["augment"]["llm"] is None
+    # what the teacher rejected (and the surplus) is transfer text: once each, no training text among it
+    transfer = [json.loads(line)["text"] for line in (work / "augment" / "transfer.jsonl").read_text().splitlines()]
+    assert report["augment"]["transfer"]["texts"] == len(transfer) == len(set(transfer)) > 0
+    assert not set(transfer) & set(merged.texts)
+    targets = json.loads((work / "targets" / "mlx_edge_manifest.json").read_text())
+    # label read the training rows, the synthetic ones and the transfer texts
+    assert targets["examples"] == len(merged) + len(transfer)
+    assert json.loads((work / "student" / "report.json").read_text())["transfer_rows"] == len(transfer)
     assert "augment (token edits): 6 synthetic rows (finance 3, health 3)" in first.output
 
     second = CliRunner().invoke(main, ["run", str(config), "--quiet"])

@@ -3,6 +3,9 @@
 One round: prompt the LLM for every class still short of `per_class` (or make token edits of the
 seeds when no LLM is given), parse the answers, drop duplicates and seed copies, let the teacher
 drop what it disagrees with or doubts, keep at most `per_class` per class, append, save state.
+What a round parsed but did not keep (the teacher's rejects, the surplus over `per_class`; not the
+duplicates) goes to a second file beside the output, one text per line: transfer text, which the
+teacher labels softly and the student learns without a gold label (`transfer_path`).
 The state file next to the output makes an interrupted run continue where it stopped; it also
 holds the counts the report is made of (per class, per language, and the generator's tokens,
 seconds and peak memory), so a resumed run reports the whole run.
@@ -41,6 +44,12 @@ from mlx_edge.teacher.source import check_local_model, file_hash_of_weights
 def sidecar_paths(out: Path) -> tuple[Path, Path]:
     """The manifest and the resume state that live next to the output file."""
     return out.with_name(out.name + ".manifest.json"), out.with_name(out.name + ".state.json")
+
+
+def transfer_path(out: Path) -> Path:
+    """The texts the rounds parsed but did not keep, one per line, beside the output file: an unlabeled
+    file for `teacher label` and `distill` (`--unlabeled`), which the pipeline adds to its transfer set."""
+    return out.with_name(out.name + ".transfer.txt")
 
 
 def augment(
@@ -169,7 +178,7 @@ def augment(
                     for t in propose_edits(by_class[c], max(per_prompt, per_class - counts[c].kept), rng)
                     if min_chars <= len(t) <= max_chars
                 ]
-            rows = _filter(
+            rows, rest = _filter(
                 candidates,
                 counts,
                 deduper,
@@ -180,7 +189,7 @@ def augment(
                 relabel=relabel,
                 near_duplicate=near_duplicate,
             )
-            state = _append(out, state_path, state, rows, counts, stats)
+            state = _append(out, state_path, state, rows, rest, counts, stats)
             new += len(rows)
             if bar is not None:
                 bar.update(len(rows))
@@ -207,7 +216,14 @@ def augment(
         teacher=None if teacher is None else str(teacher),
         min_confidence=min_confidence,
         relabel=relabel,
+        transfer=str(transfer_path(out)),
+        transfer_texts=_lines(transfer_path(out)),
     )
+
+
+def _lines(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for line in f if line.strip())
 
 
 # ------------------------------------------------------------------------------------------ inputs
@@ -258,9 +274,11 @@ def _check_writable(out: Path) -> None:
 
 
 def _start(out: Path, manifest_path: Path, state_path: Path, setup: dict, force: bool) -> dict:
-    """The saved state of this very setup (resume), or a fresh one; `out` cut back to what it records."""
+    """The saved state of this very setup (resume), or a fresh one; `out` (and the transfer texts) cut
+    back to what it records."""
+    transfer = transfer_path(out)
     if force:
-        for path in (out, manifest_path, state_path):
+        for path in (out, transfer, manifest_path, state_path):
             path.unlink(missing_ok=True)
     if state_path.is_file():
         state, manifest = _read_json(state_path), _read_json(manifest_path) if manifest_path.is_file() else {}
@@ -280,6 +298,13 @@ def _start(out: Path, manifest_path: Path, state_path: Path, setup: dict, force:
         if size > state["out_bytes"]:  # rows of a round that was interrupted before its state was saved
             with open(out, "r+b") as f:
                 f.truncate(state["out_bytes"])
+        kept = state.get("transfer_bytes", 0)  # a state written before the transfer file: none yet
+        if not transfer.is_file() or transfer.stat().st_size < kept:  # its texts are a by-product: start them again
+            transfer.write_text("", encoding="utf-8")
+            state["transfer_bytes"] = 0
+        elif transfer.stat().st_size > kept:
+            with open(transfer, "r+b") as f:
+                f.truncate(kept)
         return state
     if out.exists() and out.stat().st_size > 0:
         raise AugmentError(
@@ -287,7 +312,8 @@ def _start(out: Path, manifest_path: Path, state_path: Path, setup: dict, force:
             "choose another --out, or pass --force to replace it",
         )
     out.write_text("", encoding="utf-8")
-    state = {"round": 0, "out_bytes": 0, "counts": {}}
+    transfer.write_text("", encoding="utf-8")
+    state = {"round": 0, "out_bytes": 0, "transfer_bytes": 0, "counts": {}}
     atomic_write_json(manifest_path, {"kind": "augment", "setup": setup})
     atomic_write_json(state_path, state)
     return state
@@ -318,17 +344,24 @@ def _append(
     state_path: Path,
     state: dict,
     rows: list[tuple[str, str]],
+    rest: list[str],
     counts: dict[str, ClassCounts],
     stats: GeneratorStats,
 ) -> dict:
-    """Append a round's rows, then record it: a crash in between is cut back on resume."""
-    with open(out, "a", encoding="utf-8") as f:
-        f.write("".join(json.dumps({"text": t, "label": c}, ensure_ascii=False) + "\n" for c, t in rows))
-        f.flush()
-        os.fsync(f.fileno())
+    """Append a round's rows (and its transfer texts), then record it: a crash in between is cut back on resume."""
+    transfer = transfer_path(out)
+    for path, text in (
+        (out, "".join(json.dumps({"text": t, "label": c}, ensure_ascii=False) + "\n" for c, t in rows)),
+        (transfer, "".join(" ".join(t.split()) + "\n" for t in rest)),  # one line each
+    ):
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
     state = {
         "round": state["round"] + 1,
         "out_bytes": out.stat().st_size,
+        "transfer_bytes": transfer.stat().st_size,
         "counts": {c: asdict(v) for c, v in counts.items()},
         "generator": asdict(stats),
     }
@@ -406,8 +439,9 @@ def _llm_round(
 
 def _filter(
     candidates, counts, deduper, judge, *, classes, per_class, min_confidence, relabel, near_duplicate
-) -> list[tuple[str, str]]:
-    """Dedup, teacher check and balancing of one round's candidates; updates `counts` and `deduper`."""
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Dedup, teacher check and balancing of one round's candidates: the rows kept, and the texts not kept
+    that were no duplicates (the teacher's rejects, the surplus: transfer text). Updates `counts` and `deduper`."""
     fresh = Deduper(near_duplicate)  # duplicates within this round
     pending = []
     for label, text in candidates:
@@ -421,24 +455,27 @@ def _filter(
         verdicts = list(zip(*judge.judge([t for _, t in pending])))
     else:
         verdicts = [(label, 1.0) for label, _ in pending]
-    rows = []
+    rows, rest = [], []
     for (label, text), (said, confidence) in zip(pending, verdicts):
         final = label
         if said != label:
             counts[label].disagreements += 1
             if not relabel or said not in counts or confidence < min_confidence:
+                rest.append(text)
                 continue
             final = said
             counts[label].relabeled += 1
         elif confidence < min_confidence:
             counts[label].low_confidence += 1
+            rest.append(text)
             continue
         if counts[final].kept >= per_class:
             counts[label].surplus += 1
+            rest.append(text)
             continue
         counts[final].kept += 1
         language = language_of(text)
         counts[final].languages[language] = counts[final].languages.get(language, 0) + 1
         deduper.add(text)
         rows.append((final, text))
-    return rows
+    return rows, rest

@@ -79,6 +79,8 @@ class AugmentResult:
     teacher: str | None = None
     min_confidence: float = 0.0
     relabel: bool = False
+    transfer: str | None = None  # the texts not kept, one per line (transfer text: api.transfer_path)
+    transfer_texts: int = 0
 
     @property
     def complete(self) -> bool:
@@ -118,6 +120,7 @@ class AugmentResult:
             "generator": {**asdict(self.generator), "tokens_per_second": round(self.generator.tokens_per_second, 2)}
             if self.method == "llm"
             else None,
+            "transfer": {"path": self.transfer, "texts": self.transfer_texts},
         }
 
 
@@ -156,6 +159,11 @@ def format_details(result: AugmentResult) -> str:
             f"confidence threshold {result.min_confidence:.2f}"
         )
     lines.append(f"{t.surplus} over --per-class {result.per_class}; kept {t.kept}")
+    if result.transfer_texts:
+        lines.append(
+            f"{result.transfer_texts} texts not kept are transfer text in {result.transfer} (no gold label: "
+            "give it to teacher label and distill as --unlabeled; mlx-edge run does)"
+        )
     languages = sorted(t.languages)
     if languages:
         lines.append("kept by language: " + ", ".join(f"{lang} {t.languages[lang]}" for lang in languages))
