@@ -142,6 +142,70 @@ def test_doctor_hints_when_openblas_is_pinned_below_the_cpu(tmp_path):
     assert hint(tmp_path / "missing", OPENBLAS_CORETYPE="Haswell") == "None"  # no cpuinfo: no claim
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="OpenBLAS preloading is Linux-only")
+def test_an_openblas_older_than_the_cpu_gets_its_avx512_kernels():
+    # Debian 12's OpenBLAS 0.3.21 does not know Sapphire Rapids and picks its SSE3 "Prescott" kernels
+    # there, 4-6x slower: with OPENBLAS_CORETYPE unset on an AVX-512 CPU, mlx-edge loads it with SkylakeX
+    from mlx_edge.runtime.blas import _PRE_AVX512_CORES, blas_info, cpu_has_avx512
+
+    if not cpu_has_avx512() or blas_info().name != "OpenBLAS":
+        pytest.skip("needs an AVX-512 CPU and OpenBLAS (libopenblas0-pthread)")
+    code = (
+        "import os, mlx_edge, mlx.core; from mlx_edge.runtime.blas import openblas_core; "
+        "print(openblas_core(), os.environ.get('OPENBLAS_CORETYPE'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("MLX_EDGE_BLAS", "OPENBLAS_CORETYPE")}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    core, left = run.stdout.split()
+    assert core not in _PRE_AVX512_CORES and left == "None"  # and the environment is as it was
+
+
+def test_the_avx512_kernels_are_chosen_only_where_openblas_would_not(tmp_path, monkeypatch):
+    from mlx_edge.runtime import blas
+
+    avx512 = tmp_path / "avx512"
+    avx512.write_text("flags\t\t: fpu sse2 avx2 avx512f avx512cd avx512bw avx512dq avx512vl\n")
+    avx2 = tmp_path / "avx2"
+    avx2.write_text("flags\t\t: fpu sse2 avx avx2 fma\n")
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    for picked, cpu, expected in [
+        ("Prescott", avx512, "SkylakeX"),
+        ("Haswell", avx512, "SkylakeX"),
+        ("Cooperlake", avx512, None),  # its own AVX-512 kernels stand
+        ("SapphireRapids", avx512, None),
+        ("Haswell", avx2, None),  # the CPU has nothing better
+        (None, avx512, None),  # not an OpenBLAS that says
+    ]:
+        monkeypatch.setattr(blas, "default_core", lambda path, picked=picked: picked)
+        assert blas.better_core("lib.so", str(cpu)) == expected, (picked, cpu.name)
+    monkeypatch.setattr(blas, "default_core", lambda path: "Prescott")
+    for pinned in ("Haswell", ""):  # the user's choice, even an empty one, stands
+        monkeypatch.setenv("OPENBLAS_CORETYPE", pinned)
+        assert blas.better_core("lib.so", str(avx512)) is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="OpenBLAS preloading is Linux-only")
+def test_the_kernels_openblas_picks_are_asked_once_per_library_and_cpu(tmp_path, monkeypatch):
+    from mlx_edge.runtime import blas
+
+    library = next((p for p in blas._candidate_paths() if os.path.isfile(p)), None)
+    if library is None:
+        pytest.skip("no OpenBLAS library here (libopenblas0-pthread)")
+    monkeypatch.setenv("MLX_EDGE_CACHE", str(tmp_path))
+    first = blas.default_core(library)
+    assert first and first.isalnum()  # a kernel set's name, from a child process
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("asked again")
+
+    monkeypatch.setattr(blas.subprocess, "run", no_child)
+    assert blas.default_core(library) == first  # from the cache
+    monkeypatch.setenv("MLX_EDGE_CACHE", str(tmp_path / "other"))
+    with pytest.raises(AssertionError, match="asked again"):
+        blas.default_core(library)
+
+
 _SYMBOLS = (
     "import ctypes, numpy as np, mlx_edge, mlx.core as mx; from mlx_edge.runtime.blas import blas_info\n"
     "g = ctypes.CDLL(None)\n"

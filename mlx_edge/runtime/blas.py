@@ -13,7 +13,11 @@ Without a C compiler (or with MLX_EDGE_BLAS=global) OpenBLAS is loaded globally,
 
 OpenBLAS picks its kernels from the CPU when it loads, unless OPENBLAS_CORETYPE names them;
 `blas_info()` says which it runs (a machine pinned to "Haswell" kernels on an AVX-512 CPU runs fp32
-GEMM at about half the speed: 222 vs 421 GFLOP/s here, benchmarks/blas_matmul.py).
+GEMM at about half the speed: 222 vs 421 GFLOP/s here, benchmarks/blas_matmul.py). An OpenBLAS older
+than the CPU does worse: Debian 12's 0.3.21 does not know Sapphire Rapids and runs its generic
+"Prescott" (SSE3) kernels there, 4-6x slower than its AVX-512 ones. So when OPENBLAS_CORETYPE is unset,
+the CPU has AVX-512 and the library would choose kernels without it (asked once in a child process,
+the answer cached per library and CPU), the library is loaded with OPENBLAS_CORETYPE=SkylakeX.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import platform
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +50,8 @@ _shim_path: str | None = None  # the CBLAS shim in use, when OpenBLAS is answere
 _shim_problem: str | None = None  # why it is not (no compiler, a build error), when it is not
 
 _SHIM_SOURCE = Path(__file__).with_name("blas_shim.c")
+_chosen: dict[str, str] = {}  # library -> the kernels OpenBLAS would have picked, where mlx-edge chose others
+AVX512_CORE = "SkylakeX"  # the AVX-512 kernels every OpenBLAS with AVX-512 support has (fp32 GEMM as its successors')
 
 
 def _candidate_paths() -> list[str]:
@@ -99,6 +106,71 @@ def pinned_kernels_hint(cpuinfo: str = "/proc/cpuinfo") -> str | None:
             "unset it to let OpenBLAS choose (fp32 matmul ran 1.7-1.9x faster on one such CPU)"
         )
     return None
+
+
+def _cpu_key(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The CPU's model and flags, as one string (the kernels OpenBLAS picks follow from them)."""
+    try:
+        with open(cpuinfo) as f:
+            lines = [line for line in f if line.startswith(("vendor_id", "cpu family", "model", "flags"))]
+    except OSError:
+        return ""
+    return "".join(sorted(set(lines)))
+
+
+def default_core(path: str) -> str | None:
+    """The kernels the OpenBLAS at `path` picks on this CPU by itself (OPENBLAS_CORETYPE unset): asked in a
+    child process (loading it here would fix its choice for this process), cached per library and CPU."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    key = f"{os.path.realpath(path)}:{stat.st_size}:{stat.st_mtime_ns}:{_cpu_key()}"
+    cached = cache_root() / "blas" / f"core-{hashlib.sha256(key.encode()).hexdigest()[:16]}.txt"
+    if cached.is_file():
+        return cached.read_text().strip() or None
+    code = (
+        "import ctypes, sys\nf = ctypes.CDLL(sys.argv[1]).openblas_get_corename\n"
+        "f.restype = ctypes.c_char_p\nprint(f().decode())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    try:
+        run = subprocess.run(
+            [sys.executable, "-c", code, path], capture_output=True, text=True, env=env, timeout=60, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    core = run.stdout.strip() if run.returncode == 0 else ""
+    if core:  # (not a library without openblas_get_corename: nothing to cache for it)
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
+        tmp.write_text(core + "\n")
+        os.replace(tmp, cached)
+    return core or None
+
+
+def better_core(path: str, cpuinfo: str = "/proc/cpuinfo") -> str | None:
+    """AVX512_CORE when the OpenBLAS at `path` would run kernels without AVX-512 on a CPU that has it and
+    OPENBLAS_CORETYPE does not choose; else None (OpenBLAS's own choice stands)."""
+    if "OPENBLAS_CORETYPE" in os.environ or not cpu_has_avx512(cpuinfo):
+        return None
+    core = default_core(path)
+    return AVX512_CORE if core in _PRE_AVX512_CORES else None
+
+
+def _load(path: str, open_it: Callable[[str], object]):
+    """`open_it(path)` with OPENBLAS_CORETYPE set for the load when `better_core` says so (OpenBLAS reads
+    it once, as it loads); the environment is as it was afterwards, for other libraries and children."""
+    core = better_core(path)
+    if core is None:
+        return open_it(path)
+    os.environ["OPENBLAS_CORETYPE"] = core
+    try:
+        result = open_it(path)
+    finally:
+        del os.environ["OPENBLAS_CORETYPE"]
+    _chosen[path] = default_core(path) or "?"
+    return result
 
 
 def build_shim() -> str:
@@ -161,13 +233,13 @@ def preload_openblas() -> str | None:
         if os.path.isabs(path) and not os.path.exists(path):
             continue
         if through_shim and _shim_problem is None:  # (a shim that failed to build is not tried again)
-            if _open_through_shim(path):
+            if _load(path, _open_through_shim):
                 _loaded_path = path
                 return path
             if _shim_problem is None:
                 continue  # the shim is built, but this library lacks cblas_?gemm: try the next one
         try:
-            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            _load(path, lambda p: ctypes.CDLL(p, mode=ctypes.RTLD_GLOBAL))
         except OSError:
             continue
         _loaded_path = path
@@ -213,6 +285,8 @@ def blas_info() -> BlasInfo:
     library = _library_of_address(address) if address else None
     core = openblas_core()
     kernels = f", {core} kernels" if core else ""
+    if core and _loaded_path in _chosen:
+        kernels += f" (chosen by mlx-edge: this OpenBLAS picks its {_chosen[_loaded_path]} kernels on this CPU)"
     if library and _shim_path and os.path.realpath(library) == os.path.realpath(_shim_path):
         detail = f"preloaded from {_loaded_path} behind mlx-edge's CBLAS shim{kernels}"
         return BlasInfo("OpenBLAS", _loaded_path, detail)
