@@ -127,8 +127,10 @@ def default_core(path: str) -> str | None:
         return None
     key = f"{os.path.realpath(path)}:{stat.st_size}:{stat.st_mtime_ns}:{_cpu_key()}"
     cached = cache_root() / "blas" / f"core-{hashlib.sha256(key.encode()).hexdigest()[:16]}.txt"
-    if cached.is_file():
+    try:
         return cached.read_text().strip() or None
+    except OSError:  # not asked yet (or unreadable): ask
+        pass
     code = (
         "import ctypes, sys\nf = ctypes.CDLL(sys.argv[1]).openblas_get_corename\n"
         "f.restype = ctypes.c_char_p\nprint(f().decode())"
@@ -142,10 +144,13 @@ def default_core(path: str) -> str | None:
         return None
     core = run.stdout.strip() if run.returncode == 0 else ""
     if core:  # (not a library without openblas_get_corename: nothing to cache for it)
-        cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_name(f".{cached.name}.{os.getpid()}.tmp")
-        tmp.write_text(core + "\n")
-        os.replace(tmp, cached)
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(core + "\n")
+            os.replace(tmp, cached)
+        except OSError:  # a read-only cache: ask again next time
+            tmp.unlink(missing_ok=True)
     return core or None
 
 
