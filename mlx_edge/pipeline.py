@@ -699,7 +699,9 @@ def format_report(report: dict) -> str:
     if "augment" in report:
         a = report["augment"]
         kept = ", ".join(f"{label} {n}" for label, n in a["kept"].items())
-        lines.append(f"augment ({a['llm'] or 'token edits'}): {sum(a['kept'].values())} synthetic rows ({kept})")
+        texts = a.get("transfer", {}).get("texts", 0)  # (a report of an older version has no count)
+        rest = f"; {texts} texts it did not keep joined the transfer set" if texts else ""
+        lines.append(f"augment ({a['llm'] or 'token edits'}): {sum(a['kept'].values())} synthetic rows ({kept}){rest}")
     p = report["parameters"]
     lines.append(
         f"size: teacher {p['teacher'] / 1e6:.1f}M parameters, student {p['student'] / 1e6:.1f}M"

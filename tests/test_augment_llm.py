@@ -308,7 +308,10 @@ def test_run_with_an_augment_section_runs_it_as_a_stage(tmp_path, trained_teache
     # label read the training rows, the synthetic ones and the transfer texts
     assert targets["examples"] == len(merged) + len(transfer)
     assert json.loads((work / "student" / "report.json").read_text())["transfer_rows"] == len(transfer)
-    assert "augment (token edits): 6 synthetic rows (finance 3, health 3)" in first.output
+    assert (
+        f"augment (token edits): 6 synthetic rows (finance 3, health 3); {len(transfer)} texts it did not keep "
+        "joined the transfer set" in first.output
+    )
 
     second = CliRunner().invoke(main, ["run", str(config), "--quiet"])
     assert second.exit_code == 0, second.output
