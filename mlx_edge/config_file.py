@@ -61,7 +61,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "unlabeled": "optional: files of text with no label, a transfer set the student learns the teacher on",
         "unlabeled_column": "unset: found by name; the text column of CSV/TSV/JSONL unlabeled files",
         "teacher_edits": "auto (20 under 1,000 rows, no unlabeled files) | N new sentences per row, words swapped (0: none)",
-        "broad_text": "auto (10,000 with a transfer set, under 1,000 rows, English) | N: WordNet sentences for it (0: none)",
+        "broad_text": "auto (10,000 with a transfer set, under 5,000 rows, English) | N: WordNet sentences for it (0: none)",
     },
     "teacher": {
         "model": "built in, offline; or a model dir, or a hub id such as bert-base-chinese",

@@ -39,6 +39,7 @@ from mlx_edge.models.checkpoint import load_config
 from mlx_edge.predict import predict_texts
 from mlx_edge.settings import (
     BROAD_TEXT,
+    BROAD_TEXT_BELOW,
     BROAD_TEXT_SHARE,
     CONFIG_SECTIONS,
     EDITS_STEP_BUDGET,
@@ -190,12 +191,12 @@ def _auto_or_count(path: Path, data: dict, key: str, most: int, shown: str, hint
 
 
 def transfer_counts(config: PipelineConfig) -> tuple[int, int]:
-    """([data] teacher_edits, [data] broad_text) as counts: a number as given. "auto", below
-    SELF_TRAIN_BELOW labeled rows only (a student of a few hundred rows memorizes them; above, the rows
-    teach enough and the minutes would grow): teacher edits, TEACHER_EDITS per row, when the run has no
-    unlabeled files (the text users bring does more: docs/distill.md); broad text, BROAD_TEXT sentences,
-    when the run then has a transfer set (unlabeled files or edits) and at least BROAD_TEXT_SHARE of the
-    rows are English (Latin letters, no CJK)."""
+    """([data] teacher_edits, [data] broad_text) as counts: a number as given. "auto": teacher edits,
+    TEACHER_EDITS per row, below SELF_TRAIN_BELOW labeled rows when the run has no unlabeled files (a
+    student of a few hundred rows memorizes them; the text users bring does more: docs/distill.md);
+    broad text, BROAD_TEXT sentences, below BROAD_TEXT_BELOW labeled rows when the run then has a
+    transfer set (unlabeled files or edits) and at least BROAD_TEXT_SHARE of the rows are English (Latin
+    letters, no CJK): English words a few thousand rows never show."""
     edits, broad = config.teacher_edits, config.broad_text
     if edits != "auto" and broad != "auto":
         return int(edits), int(broad)
@@ -208,7 +209,8 @@ def transfer_counts(config: PipelineConfig) -> tuple[int, int]:
     if broad == "auto":
         english = sum(language_of(t) == "en" and any("a" <= c <= "z" for c in t.lower()) for t in texts)
         has_transfer_set = bool(config.unlabeled) or int(edits) > 0
-        broad = BROAD_TEXT if few and has_transfer_set and english >= BROAD_TEXT_SHARE * len(texts) else 0
+        enough_english = english >= BROAD_TEXT_SHARE * len(texts)
+        broad = BROAD_TEXT if len(texts) < BROAD_TEXT_BELOW and has_transfer_set and enough_english else 0
     return int(edits), int(broad)
 
 

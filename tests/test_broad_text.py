@@ -47,17 +47,19 @@ def _rows(path, texts):
 
 
 def test_auto_joins_a_few_label_english_transfer_set_only(tmp_path):
-    """broad_text auto: 10,000 with unlabeled text or teacher edits, under 1,000 rows, a tenth of them
-    English; 0 without a transfer set, at 1,000 rows, or on Chinese text. teacher_edits auto: 20 per row
+    """broad_text auto: 10,000 with unlabeled text or teacher edits, under 5,000 rows, a tenth of them
+    English; 0 without a transfer set, at 5,000 rows, or on Chinese text. teacher_edits auto: 20 per row
     under 1,000 rows with no unlabeled files (so a few-label run without text of its own has a transfer set,
     and broad text joins it); 0 with unlabeled files or at 1,000 rows. A number is taken as given."""
     from mlx_edge.pipeline import PipelineConfig, transfer_counts
-    from mlx_edge.settings import BROAD_TEXT, TEACHER_EDITS
+    from mlx_edge.settings import BROAD_TEXT, BROAD_TEXT_BELOW, TEACHER_EDITS
 
     notes = tmp_path / "notes.txt"
     notes.write_text("a note\n")
     english = _rows(tmp_path / "en.jsonl", [f"pay the bill number {i}" for i in range(999)])
     many = _rows(tmp_path / "many.jsonl", [f"pay the bill number {i}" for i in range(1000)])
+    thousands = _rows(tmp_path / "4999.jsonl", [f"pay the bill number {i}" for i in range(4999)])
+    too_many = _rows(tmp_path / "5000.jsonl", [f"pay the bill number {i}" for i in range(5000)])
     mixed = _rows(tmp_path / "mixed.jsonl", [f"交房租 {i}" for i in range(90)] + [f"pay rent {i}" for i in range(10)])
     chinese = _rows(tmp_path / "zh.jsonl", [f"交房租 {i}" for i in range(91)] + [f"pay rent {i}" for i in range(9)])
     chinese_digits = _rows(tmp_path / "zh2.jsonl", [f"交房租 {i}" for i in range(90)] + [f"{i}" for i in range(10)])
@@ -65,13 +67,15 @@ def test_auto_joins_a_few_label_english_transfer_set_only(tmp_path):
     def counts(train, **kw):
         return transfer_counts(PipelineConfig(out=tmp_path / "w", train=train, **kw))
 
-    assert (BROAD_TEXT, TEACHER_EDITS) == (10_000, 20)
+    assert (BROAD_TEXT, BROAD_TEXT_BELOW, TEACHER_EDITS) == (10_000, 5_000, 20)
     assert counts(english) == (TEACHER_EDITS, BROAD_TEXT)  # the defaults: edits make a transfer set, broad joins
     assert counts(english, unlabeled=(notes,)) == (0, BROAD_TEXT)  # the user's text instead of edits
     assert counts(english, teacher_edits=2) == (2, BROAD_TEXT)
     assert counts(mixed, unlabeled=(notes,)) == (0, BROAD_TEXT)  # 10 of 100 English
     assert counts(english, teacher_edits=0) == (0, 0)  # no transfer set: broad text does not make one
-    assert counts(many) == (0, 0) and counts(many, unlabeled=(notes,)) == (0, 0)
+    assert counts(many) == (0, 0)  # no edits from 1,000 rows, so no transfer set for broad text to join
+    assert counts(many, unlabeled=(notes,)) == counts(thousands, unlabeled=(notes,)) == (0, BROAD_TEXT)
+    assert counts(too_many, unlabeled=(notes,)) == (0, 0)
     assert counts(chinese) == (TEACHER_EDITS, 0)  # 9 of 100 English: edits only
     assert counts(chinese, unlabeled=(notes,)) == (0, 0)
     assert counts(chinese_digits, unlabeled=(notes,)) == (0, 0)  # no CJK but no letters either

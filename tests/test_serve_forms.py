@@ -159,7 +159,10 @@ def test_the_worker_lists_the_ladders_stages_in_the_order_the_pipeline_runs_them
         "check",
     ]
     edits = distill_params({**DISTILL_DEFAULTS, "bundles": ["static"], "teacher_edits": "3"}, {})
-    assert stage_names(pipeline_config(edits, tmp_path, {}))[:3] == ["teacher", "edits", "label"]
+    # the shipped 3,000 rows with edits given: a transfer set under 5,000 rows, so auto's broad text joins it
+    assert stage_names(pipeline_config(edits, tmp_path, {}))[:4] == ["teacher", "edits", "broad", "label"]
+    no_broad = distill_params({**DISTILL_DEFAULTS, "bundles": ["static"], "teacher_edits": "3", "broad_text": "0"}, {})
+    assert stage_names(pipeline_config(no_broad, tmp_path, {}))[:3] == ["teacher", "edits", "label"]
     broad = distill_params({**DISTILL_DEFAULTS, "bundles": ["static"], "teacher_edits": "3", "broad_text": "9"}, {})
     assert distill_params({**DISTILL_DEFAULTS, "teacher_edits": "3"}, {})["broad_text"] == "auto"
     assert stage_names(pipeline_config(broad, tmp_path, {}))[:4] == ["teacher", "edits", "broad", "label"]
