@@ -77,8 +77,6 @@ def test_example_config_parses():
     assert (config.device, config.seed, config.bundles) == (PIPELINE.device, PIPELINE.seed, PIPELINE.bundles)
 
 
-@pytest.mark.slow  # every stage on the real MiniLM teacher
-@pytest.mark.pretrained
 def test_demo_epochs_given_are_exact_and_defaults_keep_the_step_floors(tmp_path, monkeypatch):
     import mlx_edge.cli.run as cli_run
 
@@ -93,6 +91,8 @@ def test_demo_epochs_given_are_exact_and_defaults_keep_the_step_floors(tmp_path,
     assert given.distill == {"epochs": 3, "min_steps": 0}
 
 
+@pytest.mark.slow  # every stage on the real MiniLM teacher
+@pytest.mark.pretrained
 def test_demo_end_to_end_on_a_sample(tmp_path):
     result = CliRunner().invoke(
         main,
