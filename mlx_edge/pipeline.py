@@ -32,7 +32,7 @@ from mlx_edge.data import LabelMap, language_of, read_labeled
 from mlx_edge.datasets import WORDNET_SENTENCES, broad_english
 from mlx_edge.distill.loop import LoopConfig
 from mlx_edge.distill.student import parse_layer_map, student_config
-from mlx_edge.errors import AugmentMismatch, ConfigError, DataWarning, SetupMismatch
+from mlx_edge.errors import AugmentMismatch, ConfigError, DataError, DataWarning, SetupMismatch
 from mlx_edge.fileio import atomic_write_json, atomic_write_text, disk_bytes, fingerprint
 from mlx_edge.metrics import trivial_note
 from mlx_edge.models.checkpoint import load_config
@@ -51,7 +51,7 @@ from mlx_edge.settings import (
 )
 from mlx_edge.teacher.label import label_targets
 from mlx_edge.teacher.train import train_teacher
-from mlx_edge.transfer import normalized, transfer_set
+from mlx_edge.transfer import transfer_set
 
 STATE_NAME = "pipeline.json"
 AUGMENT_TRANSFER = "transfer.jsonl"  # in the augment stage's directory: what it did not keep, as transfer text
@@ -534,16 +534,18 @@ def _augment(config: PipelineConfig, teacher_dir: Path, directory: Path, progres
     # the texts augment did not keep, as transfer text: once each, none a training, synthetic, dev or test
     # text (a file of nothing but those would be refused by label), under [data] unlabeled_column's name
     columns = {"text_column": config.text_column, "label_column": config.label_column}
-    blocked = {normalized(t) for t in real.texts} | {normalized(json.loads(r)["text"]) for r in synthetic.splitlines()}
-    blocked |= {
-        normalized(t) for path in (config.dev, config.test) if path for t in read_labeled(path, **columns).texts
-    }
-    column, lines = config.unlabeled_column or "text", []
-    for text in Path(result.transfer).read_text(encoding="utf-8").splitlines():
-        if normalized(text) and normalized(text) not in blocked:
-            blocked.add(normalized(text))
-            lines.append(json.dumps({column: text}, ensure_ascii=False) + "\n")
-    atomic_write_text(directory / AUGMENT_TRANSFER, "".join(lines))
+    held_out = [t for path in (config.dev, config.test) if path for t in read_labeled(path, **columns).texts]
+    labeled = [*real.texts, *(json.loads(r)["text"] for r in synthetic.splitlines())]
+    try:
+        with warnings.catch_warnings():  # dev/test repeats are dropped here, as label and distill would
+            warnings.simplefilter("ignore", DataWarning)
+            texts = transfer_set([Path(result.transfer)], labeled=labeled, held_out=held_out).texts
+    except DataError:  # no text, or none left
+        texts = []
+    column = config.unlabeled_column or "text"
+    atomic_write_text(
+        directory / AUGMENT_TRANSFER, "".join(json.dumps({column: t}, ensure_ascii=False) + "\n" for t in texts)
+    )
     return result
 
 
