@@ -154,19 +154,24 @@ def default_core(path: str) -> str | None:
     return core or None
 
 
+def _kernel_choice(path: str, cpuinfo: str) -> tuple[str | None, str | None]:
+    """(the kernels to load the OpenBLAS at `path` with, or None for its own choice; what it would pick)."""
+    if "OPENBLAS_CORETYPE" in os.environ or not cpu_has_avx512(cpuinfo):
+        return None, None
+    picked = default_core(path)
+    return (AVX512_CORE if picked in _PRE_AVX512_CORES else None), picked
+
+
 def better_core(path: str, cpuinfo: str = "/proc/cpuinfo") -> str | None:
     """AVX512_CORE when the OpenBLAS at `path` would run kernels without AVX-512 on a CPU that has it and
     OPENBLAS_CORETYPE does not choose; else None (OpenBLAS's own choice stands)."""
-    if "OPENBLAS_CORETYPE" in os.environ or not cpu_has_avx512(cpuinfo):
-        return None
-    core = default_core(path)
-    return AVX512_CORE if core in _PRE_AVX512_CORES else None
+    return _kernel_choice(path, cpuinfo)[0]
 
 
 def _load(path: str, open_it: Callable[[str], object]):
     """`open_it(path)` with OPENBLAS_CORETYPE set for the load when `better_core` says so (OpenBLAS reads
     it once, as it loads); the environment is as it was afterwards, for other libraries and children."""
-    core = better_core(path)
+    core, picked = _kernel_choice(path, "/proc/cpuinfo")
     if core is None:
         return open_it(path)
     os.environ["OPENBLAS_CORETYPE"] = core
@@ -174,7 +179,7 @@ def _load(path: str, open_it: Callable[[str], object]):
         result = open_it(path)
     finally:
         del os.environ["OPENBLAS_CORETYPE"]
-    _chosen[path] = default_core(path) or "?"
+    _chosen[path] = picked
     return result
 
 
