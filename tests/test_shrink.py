@@ -172,6 +172,42 @@ def test_extra_pieces_are_the_most_likely_ones_in_the_data_scripts(tmp_path):
     assert min(vocab[i][1] for i in added) >= max(vocab[i][1] for i in left)
 
 
+def test_english_rows_share_of_extra_pieces_are_the_ones_english_text_uses_most(tmp_path):
+    from collections import Counter
+
+    from tokenizers import Tokenizer
+
+    directory = build_tiny_unigram_bert(tmp_path / "u")
+    table = pieces(json.loads((directory / "tokenizer.json").read_text()))
+    scores = [score for _, score in json.loads((directory / "tokenizer.json").read_text())["model"]["vocab"]]
+    texts = ["Pay the credit card bill", "复习线性代数第三章"]  # one English row of two: half the extra pieces
+    reference = ["Renew the passport for Tokyo"] * 3 + ["Buy groceries for the week"]
+    base = set(plan_vocab(directory, texts, "seen+script").keep.tolist())
+    plan = plan_vocab(directory, texts, "seen+script", extra=6, reference=reference)
+    added = set(plan.keep.tolist()) - base
+    assert len(added) == 6 and plan.from_reference == 3 and plan.to_dict()["extra_from_english"] == 3
+    scripts = {_script(c) for t in texts for c in t if not c.isspace()}
+
+    def word(i):
+        text = table[i].replace("\u2581", "")
+        return bool(text) and all(_script(c) in scripts for c in text)
+
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    uses = Counter(i for encoding in tokenizer.encode_batch(reference) for i in encoding.ids)
+    most_used = sorted((i for i in uses if i not in base and word(i)), key=lambda i: (-uses[i], i))[:3]
+    assert len(most_used) == 3 and set(most_used) <= added
+    rest = added - set(most_used)  # the other half: the likeliest pieces left, by score, as without reference
+    left = [i for i in range(len(table)) if i not in base | added and word(i)]
+    assert min(scores[i] for i in rest) >= max(scores[i] for i in left)
+    # no English rows (or no reference): every extra piece by score, the same plan as before
+    chinese = ["复习线性代数第三章", "交房租和水电费"]
+    assert plan_vocab(directory, chinese, "seen+script", extra=6, reference=reference).from_reference == 0
+    assert np.array_equal(
+        plan_vocab(directory, chinese, "seen+script", extra=6, reference=reference).keep,
+        plan_vocab(directory, chinese, "seen+script", extra=6).keep,
+    )
+
+
 def test_wordpiece_extra_pieces_follow_the_vocabulary_order(tmp_path):
     directory = build_tiny_bert(tmp_path / "w")
     texts = list(CORPUS[:3])

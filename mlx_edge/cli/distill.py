@@ -89,8 +89,9 @@ from mlx_edge.settings import DISTILL, EDITS_STEP_BUDGET, NEW_STUDENT_VOCAB_EXTR
     "--vocab-extra",
     type=click.IntRange(0),
     default=DISTILL.vocab_extra,
-    help="Also keep this many of the teacher's most likely pieces (Unigram scores) in the data's scripts, "
-    "so words the training data never showed keep their own embedding; each costs one row of the student's width. "
+    help="Also keep this many more of the teacher's pieces in the data's scripts, so words the training data never "
+    "showed keep their own embedding: for the English rows' share, the pieces English text (WordNet's example "
+    "sentences) uses most, the rest the likeliest (Unigram scores); each costs one row of the student's width. "
     f"Default: {NEW_STUDENT_VOCAB_EXTRA} for a new student, none for one continued (it keeps its vocabulary).",
 )
 @click.option(

@@ -20,6 +20,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx_edge.data import LabeledData, LabelMap, collate, read_labeled, split_dev, warn_overlap
+from mlx_edge.datasets import WORDNET_SENTENCES, broad_english
 from mlx_edge.distill.config import with_select
 from mlx_edge.distill.factorize import piece_weights, with_embedding_size
 from mlx_edge.distill.loop import LoopConfig, Schedule, run_loop
@@ -129,7 +130,8 @@ def distill(
 
     `vocab`: the student's vocabulary (models/prune.py): auto (seen+script for a new student, its
     own for a continued one), seen, seen+chars, seen+script, or all (the teacher's, unpruned);
-    `vocab_extra` more of the teacher's most likely pieces in the data's scripts (a new student only).
+    `vocab_extra` more of the teacher's pieces in the data's scripts (a new student only): for the English rows'
+    share the ones WordNet's example sentences use most, the rest the likeliest (models/prune.py).
     `freeze_embeddings`: the word-embedding table stays as initialized, so rows the training data never
     reaches (extra pieces) stay in the same space as the rest.
     `embedding_size`: factorize the word embeddings to this width (factorize.py: a frequency-weighted
@@ -480,7 +482,8 @@ def _vocab_plan(vocab: str, teacher: Path, source: Path | None, texts: list[str]
             )
         plan = plan_matching(teacher, source)
         return None if len(plan.keep) == plan.full_size else plan
-    return plan_vocab(teacher, texts, PRUNE_DEFAULT if vocab == "auto" else vocab, extra)
+    reference = broad_english(WORDNET_SENTENCES) if extra else []
+    return plan_vocab(teacher, texts, PRUNE_DEFAULT if vocab == "auto" else vocab, extra, reference)
 
 
 def _student_ids(tokenizer_dir, teacher_train_ids, train_texts, dev_texts, plan, max_length, terms_on):

@@ -23,6 +23,7 @@ import mlx.core as mx
 import numpy as np
 
 from mlx_edge.data import LabelMap
+from mlx_edge.datasets import WORDNET_SENTENCES, broad_english
 from mlx_edge.distill.api import (
     PRUNE_DEFAULT,
     DistillReport,
@@ -139,7 +140,8 @@ def distill_static(
         return [np.asarray(x, np.int32) for x in tk.encode_batch(texts, max_length=max_length)]
 
     teacher_train_ids, teacher_dev_ids = encode(tokenizer, train_data.texts), encode(tokenizer, dev_data.texts)
-    plan = plan_vocab(teacher, train_data.texts, PRUNE_DEFAULT if vocab == "auto" else vocab, vocab_extra)
+    reference = broad_english(WORDNET_SENTENCES) if vocab_extra else []
+    plan = plan_vocab(teacher, train_data.texts, PRUNE_DEFAULT if vocab == "auto" else vocab, vocab_extra, reference)
     work = out.with_name(f".{out.name}.work")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

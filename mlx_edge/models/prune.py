@@ -18,12 +18,15 @@ import copy
 import json
 import shutil
 import unicodedata
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from tokenizers import Tokenizer
 
+from mlx_edge.data import language_of
 from mlx_edge.errors import ModelError
 from mlx_edge.fileio import atomic_write_text
 
@@ -39,6 +42,7 @@ class VocabPlan:
     keep: np.ndarray  # old ids, ascending
     full_size: int
     extra: int = 0  # of which the most likely pieces added beyond the mode's
+    from_reference: int = 0  # of those, the pieces English reference text uses most
 
     @property
     def remap(self) -> np.ndarray:
@@ -48,7 +52,13 @@ class VocabPlan:
         return table
 
     def to_dict(self) -> dict:
-        return {"mode": self.mode, "extra": self.extra, "kept": int(len(self.keep)), "full": self.full_size}
+        return {
+            "mode": self.mode,
+            "extra": self.extra,
+            "extra_from_english": self.from_reference,
+            "kept": int(len(self.keep)),
+            "full": self.full_size,
+        }
 
 
 def pieces(tokenizer_json: dict) -> list[str]:
@@ -78,12 +88,20 @@ def _script(char: str) -> str:
     return name.split(" ")[0] if name else "UNNAMED"
 
 
-def plan_vocab(tokenizer_dir: Path, texts: list[str], mode: str = "seen+chars", extra: int = 0) -> VocabPlan:
+def plan_vocab(
+    tokenizer_dir: Path, texts: list[str], mode: str = "seen+chars", extra: int = 0, reference: Sequence[str] = ()
+) -> VocabPlan:
     """The rows to keep for a student trained on `texts` with the tokenizer of `tokenizer_dir`.
 
     `extra`: also keep this many more pieces, the teacher's likeliest ones (Unigram scores; WordPiece:
     vocabulary order) among those written only in the scripts of `texts`, so that words the training
     data never showed keep their own row instead of splitting into smaller pieces.
+
+    `reference`: English text (mlx-edge gives WordNet's example sentences): of the `extra` pieces, the
+    share of `texts` that are English rows (Latin letters, no CJK) are instead the pieces `reference`
+    uses most, in the data's scripts. A multilingual tokenizer's likeliest Latin-script pieces are
+    many languages' (on the to-do data, 4,000 extra pieces by score left the student without 6.4% of
+    the teacher's English test tokens; half of them by WordNet's use, 4.2%: docs/distill.md).
     """
     if mode not in MODES:
         raise ModelError(f"vocabulary mode {mode!r} is not one of {', '.join(MODES)}")
@@ -105,9 +123,31 @@ def plan_vocab(tokenizer_dir: Path, texts: list[str], mode: str = "seen+chars", 
             char = _char_of(piece)
             if char is not None and (mode == "seen+chars" or _script(char) in scripts or piece == "\u2581"):
                 keep.add(i)
+    used = []
     if extra:
-        keep.update(_most_likely(data, table, scripts, keep, extra))
-    return VocabPlan(mode, np.array(sorted(keep), dtype=np.int64), len(table), extra)
+        english = sum(language_of(t) == "en" and any(_script(c) == "LATIN" for c in t) for t in texts)
+        share = round(extra * english / max(1, len(texts)))
+        if reference and share:
+            used = _most_used(backend, reference, table, scripts, keep, share)
+            keep.update(used)
+        keep.update(_most_likely(data, table, scripts, keep, extra - len(used)))
+    return VocabPlan(mode, np.array(sorted(keep), dtype=np.int64), len(table), extra, len(used))
+
+
+def _in_scripts(piece: str, scripts: set[str]) -> bool:
+    """Whether a piece is a word (not [unused7] or [MASK]) written only in `scripts`."""
+    text = piece.replace("\u2581", "").removeprefix("##")
+    if not text or (text.startswith("[") and text.endswith("]")):
+        return False
+    return all(_script(c) in scripts for c in text)
+
+
+def _most_used(backend, reference: Sequence[str], table: list[str], scripts: set[str], kept: set[int], count: int):
+    """The `count` pieces not in `kept`, written in `scripts`, that the tokenizer uses most on `reference`
+    (ties: lower id first)."""
+    uses = Counter(i for encoding in backend.encode_batch(list(reference)) for i in encoding.ids)
+    ranked = sorted(uses, key=lambda i: (-uses[i], i))
+    return [i for i in ranked if i not in kept and _in_scripts(table[i], scripts)][:count]
 
 
 def _most_likely(data: dict, table: list[str], scripts: set[str], kept: set[int], count: int) -> list[int]:
@@ -119,11 +159,10 @@ def _most_likely(data: dict, table: list[str], scripts: set[str], kept: set[int]
     else:
         ranked = range(len(table))
     out = []
+    if count <= 0:
+        return out
     for i in ranked:
-        text = table[i].replace("\u2581", "").removeprefix("##")
-        if text.startswith("[") and text.endswith("]"):  # [unused7], [MASK]: never a word
-            continue
-        if i not in kept and text and all(_script(c) in scripts for c in text):
+        if i not in kept and _in_scripts(table[i], scripts):
             out.append(i)
             if len(out) == count:
                 break
