@@ -101,7 +101,7 @@ def plan_vocab(
     share of `texts` that are English rows (Latin letters, no CJK) are instead the pieces `reference`
     uses most, in the data's scripts. A multilingual tokenizer's likeliest Latin-script pieces are
     many languages' (on the to-do data, 4,000 extra pieces by score left the student without 6.4% of
-    the teacher's English test tokens; half of them by WordNet's use, 4.2%: docs/distill.md).
+    the teacher's English test tokens; with half of them by WordNet's use, 5.1%: docs/distill.md).
     """
     if mode not in MODES:
         raise ModelError(f"vocabulary mode {mode!r} is not one of {', '.join(MODES)}")
