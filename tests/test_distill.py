@@ -500,6 +500,38 @@ def test_a_teacher_retrained_in_place_starts_the_interrupted_run_over(trained_te
     assert distill(out=tmp_path / "t", **common).resumed
 
 
+def test_an_interrupted_run_whose_vocabulary_plan_changed_starts_over(
+    trained_teacher, toy_data, micro_json, tmp_path, monkeypatch
+):
+    """The extra pieces follow English reference text (models/prune.py): a run interrupted under another
+    plan (another mlx-edge version's) holds a table whose rows are other pieces, so it is not resumed."""
+    import mlx_edge.distill.api as api
+
+    common = dict(
+        teacher=trained_teacher, train=toy_data[0], dev=toy_data[1], student=str(micro_json), progress=False,
+        loop=quick_loop(epochs=2, batch_size=16), vocab_extra=3,
+    )  # fmt: skip
+
+    def interrupt(step, _terms):
+        if step == 5:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "broad_english", lambda count: ["Email the Q3 deck to Lisa before Friday"] * 3)
+    with pytest.raises(KeyboardInterrupt):
+        distill(out=tmp_path / "s", on_step=interrupt, **common)
+    first = json.loads((tmp_path / ".s.work" / "setup.json").read_text())["inputs"]["student vocabulary"]
+    monkeypatch.setattr(api, "broad_english", lambda count: ["Renew the passport for Tokyo"] * 3)
+    with pytest.warns(MlxEdgeWarning, match="student vocabulary changed since the interrupted run"):
+        report = distill(out=tmp_path / "s", **common)
+    assert not report.resumed and report.steps == 2 * 15
+    assert json.loads((tmp_path / "s" / "mlx_edge_manifest.json").read_text())["vocab"]["extra_from_english"] == 3
+    # the same plan again after an interruption: resumed
+    with pytest.raises(KeyboardInterrupt):
+        distill(out=tmp_path / "t", on_step=interrupt, **common)
+    assert json.loads((tmp_path / ".t.work" / "setup.json").read_text())["inputs"]["student vocabulary"] != first
+    assert distill(out=tmp_path / "t", **common).resumed
+
+
 def test_min_steps_runs_the_epochs_a_few_rows_need(trained_teacher, toy_data, micro_json, tmp_path):
     """240 rows in batches of 16 are 15 steps an epoch: --min-steps 40 runs 3 epochs of --epochs 1;
     --min-steps 0 runs exactly the one."""

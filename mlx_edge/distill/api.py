@@ -225,6 +225,8 @@ def distill(
         *((quant,) if quant is not None else ()),
     )  # fmt: skip
     inputs = _input_identity(teacher, train, dev, targets, rows.split, unlabeled, unlabeled_column)
+    if plan is not None:  # the pieces a checkpoint's table rows are: a plan made otherwise cannot resume it
+        inputs["student vocabulary"] = hashlib.sha256(plan.keep.tobytes()).hexdigest()
     setup = fingerprint(settings, inputs)
     resumed = _prepare_work(work, settings, inputs, restart)
     student_tokenizer = teacher
