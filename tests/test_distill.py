@@ -389,6 +389,7 @@ def test_a_new_student_has_a_pruned_vocabulary_that_transformers_reads(
     assert manifest["vocab"] == {
         "mode": "seen+script",
         "extra": 0,
+        "extra_from_english": 0,
         "kept": pruned_config["vocab_size"],
         "full": teacher_vocab,
     }
