@@ -563,3 +563,8 @@ def language_of(text: str) -> str:
     """ "zh" for a text with any CJK ideograph (mixed zh+en counts as zh), else "en": the two halves of
     the shipped data, reported apart so a strong half cannot hide a weak one."""
     return "zh" if any("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" for c in text) else "en"
+
+
+def is_english(text: str) -> bool:
+    """A text with Latin letters and no CJK ideograph: what broad English text (WordNet's sentences) serves."""
+    return language_of(text) == "en" and any("a" <= c <= "z" for c in text.lower())

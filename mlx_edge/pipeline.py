@@ -28,7 +28,7 @@ from mlx_edge.augment.neighbours import EDITS_VERSION, write_teacher_edits
 from mlx_edge.augment.report import AugmentResult, format_details
 from mlx_edge.bundle.table import BundleRow, bundle_row
 from mlx_edge.check import check_bundle
-from mlx_edge.data import LabelMap, language_of, read_labeled
+from mlx_edge.data import LabelMap, is_english, language_of, read_labeled
 from mlx_edge.datasets import WORDNET_SENTENCES, broad_english
 from mlx_edge.distill.loop import LoopConfig
 from mlx_edge.distill.student import parse_layer_map, student_config
@@ -207,7 +207,7 @@ def transfer_counts(config: PipelineConfig) -> tuple[int, int]:
     if edits == "auto":
         edits = TEACHER_EDITS if few and not config.unlabeled else 0
     if broad == "auto":
-        english = sum(language_of(t) == "en" and any("a" <= c <= "z" for c in t.lower()) for t in texts)
+        english = sum(is_english(t) for t in texts)
         has_transfer_set = bool(config.unlabeled) or int(edits) > 0
         enough_english = english >= BROAD_TEXT_SHARE * len(texts)
         broad = BROAD_TEXT if len(texts) < BROAD_TEXT_BELOW and has_transfer_set and enough_english else 0

@@ -484,6 +484,12 @@ def _vocab_plan(vocab: str, teacher: Path, source: Path | None, texts: list[str]
             )
         plan = plan_matching(teacher, source)
         return None if len(plan.keep) == plan.full_size else plan
+    return new_student_plan(teacher, texts, vocab, extra)
+
+
+def new_student_plan(teacher: Path, texts: list[str], vocab: str, extra: int) -> VocabPlan:
+    """A new student's pruned vocabulary (`vocab` auto: PRUNE_DEFAULT), its English rows' share of the
+    `extra` pieces ranked by WordNet's example sentences (models/prune.py)."""
     reference = broad_english(WORDNET_SENTENCES) if extra else []
     return plan_vocab(teacher, texts, PRUNE_DEFAULT if vocab == "auto" else vocab, extra, reference)
 

@@ -23,12 +23,11 @@ import mlx.core as mx
 import numpy as np
 
 from mlx_edge.data import LabelMap
-from mlx_edge.datasets import WORDNET_SENTENCES, broad_english
 from mlx_edge.distill.api import (
-    PRUNE_DEFAULT,
     DistillReport,
     check_run_inputs,
     data_record,
+    new_student_plan,
     run_report,
     student_rows,
     teacher_confidence,
@@ -51,7 +50,7 @@ from mlx_edge.manifest import read_manifest, write_manifest
 from mlx_edge.metrics import accuracy, macro_f1, softening_temperature
 from mlx_edge.models.checkpoint import load_model, save_model
 from mlx_edge.models.inference import predict_ids
-from mlx_edge.models.prune import plan_vocab, write_pruned_tokenizer
+from mlx_edge.models.prune import write_pruned_tokenizer
 from mlx_edge.models.static import MODEL_TYPE, StaticConfig, StaticModel
 from mlx_edge.models.tokenizer import load_tokenizer
 from mlx_edge.runtime.devices import mlx_device
@@ -140,8 +139,7 @@ def distill_static(
         return [np.asarray(x, np.int32) for x in tk.encode_batch(texts, max_length=max_length)]
 
     teacher_train_ids, teacher_dev_ids = encode(tokenizer, train_data.texts), encode(tokenizer, dev_data.texts)
-    reference = broad_english(WORDNET_SENTENCES) if vocab_extra else []
-    plan = plan_vocab(teacher, train_data.texts, PRUNE_DEFAULT if vocab == "auto" else vocab, vocab_extra, reference)
+    plan = new_student_plan(teacher, train_data.texts, vocab, vocab_extra)
     work = out.with_name(f".{out.name}.work")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
