@@ -15,7 +15,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from mlx_edge.settings import CONFIG_SECTIONS, DEMO_TEACHER, EDITS_STEP_BUDGET, NEW_STUDENT_VOCAB_EXTRA
+from mlx_edge.settings import (
+    BROAD_STEP_BUDGET,
+    CONFIG_SECTIONS,
+    DEMO_TEACHER,
+    EDITS_STEP_BUDGET,
+    NEW_STUDENT_VOCAB_EXTRA,
+)
 
 LAYOUT = CONFIG_SECTIONS  # section -> (settings class or None, the keys only a pipeline has)
 OPTIONAL = ("augment",)  # a stage that runs only when its section is there: written commented out
@@ -61,7 +67,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "unlabeled": "optional: files of text with no label, a transfer set the student learns the teacher on",
         "unlabeled_column": "unset: found by name; the text column of CSV/TSV/JSONL unlabeled files",
         "teacher_edits": "auto (20 under 1,000 rows, no unlabeled files) | N new sentences per row, words swapped (0: none)",
-        "broad_text": "auto (10,000 with a transfer set, under 5,000 rows, English) | N: WordNet sentences for it (0: none)",
+        "broad_text": "auto (10,000 under 5,000 rows, a tenth English) | N: WordNet sentences for the transfer set (0: none)",
     },
     "teacher": {
         "model": "built in, offline; or a model dir, or a hub id such as bert-base-chinese",
@@ -126,7 +132,8 @@ COMMENTS: dict[str, dict[str, str]] = {
         "max_length": "unset: the targets cache's, else the teacher's",
         "epochs": EPOCHS,
         "min_steps": "at least this many steps: more epochs for a few hundred rows",
-        "step_budget": f"unset: {EDITS_STEP_BUDGET} with teacher edits alone, else none; fewer epochs past it",
+        "step_budget": f"unset: {EDITS_STEP_BUDGET} with teacher edits, {BROAD_STEP_BUDGET} with broad text alone, "
+        "else none; fewer epochs past it",
         "batch_size": BATCH,
         "learning_rate": LR,
         "warmup_ratio": WARMUP,

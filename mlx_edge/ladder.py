@@ -18,6 +18,9 @@ so that any BERT-family teacher gets the same kind of bundle:
   continued student's projection would start from random); its int4 codes go into the program as
   they are.
 - static: a token table from the teacher's embeddings, mean-pooled (distill/static.py's defaults).
+
+Every new student learns from the whole transfer set; the fine-tunes after a split or QAT read it
+without its broad text (Inputs.broad).
 """
 
 from __future__ import annotations
@@ -64,7 +67,11 @@ class Inputs:
     export: ExportSettings
     text_column: str | None = None
     label_column: str | None = None
-    unlabeled: tuple[Path, ...] = ()  # the transfer set's files: every distillation learns from them
+    unlabeled: tuple[Path, ...] = ()  # the transfer set's files: every new student learns from them
+    # of those, broad text (pipeline's broad.jsonl): the fine-tunes after a split or QAT skip it. Its
+    # 10,000 sentences are for the words a student learns once; read again they made the demo's int8 and
+    # int4 fine-tunes four times as long
+    broad: tuple[Path, ...] = ()
     unlabeled_column: str | None = None
     held_out: tuple[str, ...] = ()  # texts a transfer set must not hold (the test set's)
     progress: bool = True
@@ -219,9 +226,13 @@ def distill_student(inputs: Inputs, out: Path) -> None:
     _distill(inputs, out, inputs.distill.student, inputs.distill, measure_speed=True)
 
 
-def _distill(inputs: Inputs, out: Path, student: str, settings: DistillSettings, *, measure_speed=False) -> None:
+def _distill(
+    inputs: Inputs, out: Path, student: str, settings: DistillSettings, *, measure_speed=False, fine_tune=False
+) -> None:
     """One distillation into `out`; only [distill]'s own student times itself against the teacher for the
-    report (about 15 s a run, and an int4 student's MLX kernels are slow on a CPU)."""
+    report (about 15 s a run, and an int4 student's MLX kernels are slow on a CPU). A `fine_tune` of a
+    distilled student reads the transfer set without its broad text (Inputs.broad)."""
+    unlabeled = [p for p in inputs.unlabeled if not (fine_tune and p in inputs.broad)]
     kwargs = dict(
         measure_speed=measure_speed,
         teacher=inputs.teacher,
@@ -232,7 +243,7 @@ def _distill(inputs: Inputs, out: Path, student: str, settings: DistillSettings,
         loop=LoopConfig.from_settings(settings),
         text_column=inputs.text_column,
         label_column=inputs.label_column,
-        unlabeled=list(inputs.unlabeled) or None,
+        unlabeled=unlabeled or None,
         unlabeled_column=inputs.unlabeled_column,
         held_out=list(inputs.held_out) or None,
         force=True,
@@ -258,7 +269,7 @@ def _continued(settings: DistillSettings, **changes) -> DistillSettings:
 
 
 def _split(inputs: Inputs, student: Path, out: Path, width: int | None) -> None:
-    _distill(inputs, out, str(student), _continued(inputs.distill, embedding_size=width, **SPLIT))
+    _distill(inputs, out, str(student), _continued(inputs.distill, embedding_size=width, **SPLIT), fine_tune=True)
 
 
 def _int4_student(inputs: Inputs, out: Path) -> None:
@@ -272,12 +283,13 @@ def _int4_student(inputs: Inputs, out: Path) -> None:
 def _int4_split(inputs: Inputs, float_student: Path, out: Path) -> None:
     width = split_width(load_config(float_student).hidden_size) // INT4_BLOCK * INT4_BLOCK  # int4 groups divide it
     # too narrow to split: the same brief fine-tune
-    _distill(inputs, out, str(float_student), _continued(inputs.distill, embedding_size=width or None, **INT4_SPLIT))
+    settings = _continued(inputs.distill, embedding_size=width or None, **INT4_SPLIT)
+    _distill(inputs, out, str(float_student), settings, fine_tune=True)
 
 
 def _int4_qat(inputs: Inputs, out: Path) -> None:
     settings = _continued(inputs.distill, quantize="int4", block_size=INT4_BLOCK, attention_weight="1", **QAT)
-    _distill(inputs, out, str(inputs.workspace / "student-int4-split"), settings)
+    _distill(inputs, out, str(inputs.workspace / "student-int4-split"), settings, fine_tune=True)
 
 
 def _static_student(inputs: Inputs, out: Path) -> None:

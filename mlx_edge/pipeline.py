@@ -38,6 +38,7 @@ from mlx_edge.metrics import trivial_note
 from mlx_edge.models.checkpoint import load_config
 from mlx_edge.predict import predict_texts
 from mlx_edge.settings import (
+    BROAD_STEP_BUDGET,
     BROAD_TEXT,
     BROAD_TEXT_BELOW,
     BROAD_TEXT_SHARE,
@@ -194,9 +195,9 @@ def transfer_counts(config: PipelineConfig) -> tuple[int, int]:
     """([data] teacher_edits, [data] broad_text) as counts: a number as given. "auto": teacher edits,
     TEACHER_EDITS per row, below SELF_TRAIN_BELOW labeled rows when the run has no unlabeled files (a
     student of a few hundred rows memorizes them; the text users bring does more: docs/distill.md);
-    broad text, BROAD_TEXT sentences, below BROAD_TEXT_BELOW labeled rows when the run then has a
-    transfer set (unlabeled files or edits) and at least BROAD_TEXT_SHARE of the rows are English (Latin
-    letters, no CJK): English words a few thousand rows never show."""
+    broad text, BROAD_TEXT sentences, below BROAD_TEXT_BELOW labeled rows when at least BROAD_TEXT_SHARE
+    of them are English (data.is_english): English words a few thousand rows never show. It joins the
+    transfer set, or is one of its own."""
     edits, broad = config.teacher_edits, config.broad_text
     if edits != "auto" and broad != "auto":
         return int(edits), int(broad)
@@ -208,18 +209,17 @@ def transfer_counts(config: PipelineConfig) -> tuple[int, int]:
         edits = TEACHER_EDITS if few and not config.unlabeled else 0
     if broad == "auto":
         english = sum(is_english(t) for t in texts)
-        has_transfer_set = bool(config.unlabeled) or int(edits) > 0
-        enough_english = english >= BROAD_TEXT_SHARE * len(texts)
-        broad = BROAD_TEXT if len(texts) < BROAD_TEXT_BELOW and has_transfer_set and enough_english else 0
+        broad = BROAD_TEXT if len(texts) < BROAD_TEXT_BELOW and english >= BROAD_TEXT_SHARE * len(texts) else 0
     return int(edits), int(broad)
 
 
-def distill_settings(config: PipelineConfig, edits_per_row: int) -> DistillSettings:
-    """[distill]'s settings for this run: with no step_budget of its own, a run whose transfer set is its
-    teacher's edits (no unlabeled files; broad text may join them) gets EDITS_STEP_BUDGET."""
+def distill_settings(config: PipelineConfig, edits_per_row: int, broad: int = 0) -> DistillSettings:
+    """[distill]'s settings for this run: with no step_budget of its own and no unlabeled files, a run
+    whose transfer set is its teacher's edits (broad text may join them) gets EDITS_STEP_BUDGET, one whose
+    transfer set is broad text alone BROAD_STEP_BUDGET."""
     ds = stage_settings(config, "distill")
-    if ds.step_budget is None and edits_per_row and not config.unlabeled:
-        ds = dataclasses.replace(ds, step_budget=EDITS_STEP_BUDGET)
+    if ds.step_budget is None and not config.unlabeled and (edits_per_row or broad):
+        ds = dataclasses.replace(ds, step_budget=EDITS_STEP_BUDGET if edits_per_row else BROAD_STEP_BUDGET)
     return ds
 
 
@@ -361,7 +361,7 @@ def run_pipeline(
 
     # 1c. teacher edits (when configured): new sentences from the training rows, a transfer set that
     # label and distill read as an unlabeled file (the rows distill trains on: [distill]'s split)
-    ds = distill_settings(config, edits_per_row)
+    ds = distill_settings(config, edits_per_row, broad)
     if edits_per_row:
         edits = out / "edits.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read
         data_fp = fingerprint(data_fp, "edits", edits_per_row, teacher_fp, config.seed, EDITS_VERSION)
@@ -446,6 +446,7 @@ def run_pipeline(
         text_column=text_column,
         label_column=label_column,
         unlabeled=unlabeled,
+        broad=(broad_file,) if broad else (),
         unlabeled_column=config.unlabeled_column,
         held_out=held_out,
         progress=progress,

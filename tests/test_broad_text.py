@@ -30,12 +30,14 @@ def test_a_run_adds_the_sentences_to_the_transfer_set(base_dir, toy_data, tmp_pa
     from mlx_edge.manifest import read_manifest
     from tests.helpers.pipeline import run_stages, write_config
 
-    config = write_config(tmp_path, base_dir, toy_data, data={"broad_text": 40})
+    config = write_config(tmp_path, base_dir, toy_data, bundles=("fp16", "int8"), data={"broad_text": 40})
     stages = [s["name"] for s in run_stages(config)]
     work = tmp_path / "work"
     written = [json.loads(line)["text"] for line in (work / "broad.jsonl").read_text().splitlines()]
     assert written == broad_english(40)
     assert read_manifest(work / "student")["report"]["transfer_rows"] == 40  # none equals a labeled/dev text
+    # the split student's fine-tune reads the labeled rows only: the words were learned by the student it splits
+    assert read_manifest(work / "student-int8")["report"]["transfer_rows"] == 0
     assert stages.index("teacher") < stages.index("broad") < stages.index("label")
     ran = [s["name"] for s in run_stages(config) if s["status"] == "ran"]  # up to date: nothing reruns
     assert not {"broad", "label", "distill"} & set(ran)
@@ -46,11 +48,10 @@ def _rows(path, texts):
     return path
 
 
-def test_auto_joins_a_few_label_english_transfer_set_only(tmp_path):
-    """broad_text auto: 10,000 with unlabeled text or teacher edits, under 5,000 rows, a tenth of them
-    English; 0 without a transfer set, at 5,000 rows, or on Chinese text. teacher_edits auto: 20 per row
-    under 1,000 rows with no unlabeled files (so a few-label run without text of its own has a transfer set,
-    and broad text joins it); 0 with unlabeled files or at 1,000 rows. A number is taken as given."""
+def test_auto_adds_broad_text_to_a_few_thousand_english_rows(tmp_path):
+    """broad_text auto: 10,000 under 5,000 rows when a tenth of them are English, with a transfer set or
+    as one of its own; 0 at 5,000 rows or on Chinese text. teacher_edits auto: 20 per row under 1,000 rows
+    with no unlabeled files; 0 with unlabeled files or at 1,000 rows. A number is taken as given."""
     from mlx_edge.pipeline import PipelineConfig, transfer_counts
     from mlx_edge.settings import BROAD_TEXT, BROAD_TEXT_BELOW, TEACHER_EDITS
 
@@ -72,10 +73,11 @@ def test_auto_joins_a_few_label_english_transfer_set_only(tmp_path):
     assert counts(english, unlabeled=(notes,)) == (0, BROAD_TEXT)  # the user's text instead of edits
     assert counts(english, teacher_edits=2) == (2, BROAD_TEXT)
     assert counts(mixed, unlabeled=(notes,)) == (0, BROAD_TEXT)  # 10 of 100 English
-    assert counts(english, teacher_edits=0) == (0, 0)  # no transfer set: broad text does not make one
-    assert counts(many) == (0, 0)  # no edits from 1,000 rows, so no transfer set for broad text to join
+    assert counts(english, teacher_edits=0) == (0, BROAD_TEXT)  # no other transfer set: broad text is one
+    assert counts(many) == counts(thousands) == (0, BROAD_TEXT)  # no edits from 1,000 rows; broad text alone
     assert counts(many, unlabeled=(notes,)) == counts(thousands, unlabeled=(notes,)) == (0, BROAD_TEXT)
-    assert counts(too_many, unlabeled=(notes,)) == (0, 0)
+    assert counts(too_many) == counts(too_many, unlabeled=(notes,)) == (0, 0)
+    assert counts(mixed) == (TEACHER_EDITS, BROAD_TEXT)
     assert counts(chinese) == (TEACHER_EDITS, 0)  # 9 of 100 English: edits only
     assert counts(chinese, unlabeled=(notes,)) == (0, 0)
     assert counts(chinese_digits, unlabeled=(notes,)) == (0, 0)  # no CJK but no letters either
@@ -94,14 +96,17 @@ def test_a_bad_count_is_one_line_before_any_stage(base_dir, toy_data, tmp_path, 
     assert not (tmp_path / "work").exists()
 
 
-def test_the_demo_makes_no_transfer_set_and_a_sample_of_it_none_either(tmp_path):
-    """The demo's 3,000 rows are past auto's reach; `demo --limit` (and bench's pipeline row, which
-    times the demo's stages on such a sample) must not add edits and broad text to a quick look."""
+def test_the_demo_learns_from_broad_text_and_a_sample_of_it_does_not(tmp_path):
+    """The demo's 3,000 rows (about half English) get broad text and no edits, and distill them under
+    BROAD_STEP_BUDGET (3 epochs); `demo --limit` (and bench's pipeline row, which times the demo's stages
+    on such a sample) must not add edits and broad text to a quick look."""
     from mlx_edge.demo import demo_config
-    from mlx_edge.pipeline import transfer_counts
+    from mlx_edge.pipeline import distill_settings, transfer_counts
+    from mlx_edge.settings import BROAD_STEP_BUDGET, BROAD_TEXT
 
     full = demo_config(out=tmp_path / "full")
-    assert (full.teacher_edits, full.broad_text) == ("auto", "auto") and transfer_counts(full) == (0, 0)
+    assert (full.teacher_edits, full.broad_text) == ("auto", "auto") and transfer_counts(full) == (0, BROAD_TEXT)
+    assert distill_settings(full, *transfer_counts(full)).step_budget == BROAD_STEP_BUDGET == 1200
     sample = demo_config(out=tmp_path / "sample", limit=50)
     assert transfer_counts(sample) == (0, 0)
     sample.teacher_edits = sample.broad_text = "auto"  # what the sample's 50 rows would get without the pin

@@ -137,6 +137,7 @@ def test_the_worker_lists_the_ladders_stages_in_the_order_the_pipeline_runs_them
     config = pipeline_config(distill_params(DISTILL_DEFAULTS, {}), tmp_path, {})
     assert stage_names(config) == [
         "teacher",
+        "broad",  # the shipped 3,000 rows, half English: auto's broad text is their transfer set
         "label",
         "distill",
         "export",
@@ -153,6 +154,7 @@ def test_the_worker_lists_the_ladders_stages_in_the_order_the_pipeline_runs_them
     assert stage_names(pipeline_config(static, tmp_path, {})) == [
         "teacher",
         "augment",
+        "broad",
         "label",
         "static student",
         "static export",

@@ -142,18 +142,21 @@ def test_a_run_whose_transfer_set_is_its_edits_gets_the_step_budget(tmp_path):
     with the user's text, or with no edits, has no cut; the `distill` command's default has none."""
     from mlx_edge.distill.loop import LoopConfig
     from mlx_edge.pipeline import PipelineConfig, distill_settings
-    from mlx_edge.settings import DISTILL, EDITS_STEP_BUDGET
+    from mlx_edge.settings import BROAD_STEP_BUDGET, DISTILL, EDITS_STEP_BUDGET
 
     train, notes = tmp_path / "train.jsonl", tmp_path / "notes.txt"
     train.write_text(json.dumps({"text": "pay rent", "label": "a"}) + "\n")
     notes.write_text("a note\n")
 
-    def budget(edits, **kw):
-        return distill_settings(PipelineConfig(out=tmp_path / "w", train=train, **kw), edits).step_budget
+    def budget(edits, broad=0, **kw):
+        return distill_settings(PipelineConfig(out=tmp_path / "w", train=train, **kw), edits, broad).step_budget
 
     assert DISTILL.step_budget is None and LoopConfig.from_settings(DISTILL).step_budget == 0
     assert budget(20) == EDITS_STEP_BUDGET == 1500
     assert budget(20, unlabeled=(notes,)) is None  # real text keeps teaching past a few epochs
     assert budget(0) is None
+    assert budget(20, 10_000) == EDITS_STEP_BUDGET  # broad text joining the edits: theirs
+    assert budget(0, 10_000) == BROAD_STEP_BUDGET == 1200  # broad text alone: about 3 epochs of it
+    assert budget(0, 10_000, unlabeled=(notes,)) is None
     assert budget(20, distill={"step_budget": 0}) == 0 and budget(20, distill={"step_budget": 900}) == 900
     assert budget(0, distill={"step_budget": 900}) == 900

@@ -21,7 +21,7 @@ from mlx_edge.cli.options import (
 )
 from mlx_edge.distill.static_settings import STATIC
 from mlx_edge.errors import ConfigError
-from mlx_edge.settings import DISTILL, EDITS_STEP_BUDGET, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
+from mlx_edge.settings import BROAD_STEP_BUDGET, DISTILL, EDITS_STEP_BUDGET, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
 
 
 @click.command()
@@ -147,7 +147,8 @@ from mlx_edge.settings import DISTILL, EDITS_STEP_BUDGET, NEW_STUDENT_VOCAB_EXTR
     default=DISTILL.step_budget,
     help="At most about this many optimizer steps: a large transfer set runs fewer epochs than --epochs "
     "(whole epochs, at least 1). Worth it for teacher edits (near-copies of your rows, learned in a few "
-    f"epochs; `mlx-edge run` uses {EDITS_STEP_BUDGET} for them), not for real unlabeled text.  [default: no cut]",
+    f"epochs; `mlx-edge run` uses {EDITS_STEP_BUDGET} for them) and broad text alone ({BROAD_STEP_BUDGET}), not for "
+    "real unlabeled text.  [default: no cut]",
 )
 @click.option(
     "--batch-size", type=click.IntRange(1), default=DISTILL.batch_size, show_default=True, help="Examples per step."
