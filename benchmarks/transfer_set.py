@@ -11,7 +11,8 @@ For each size and seed: `size` labeled training rows drawn per label in proporti
 shipped dev set left out (a user with 300 labels has no 600-row dev set: the pipeline cuts its own
 from the labeled rows, as it does for users), the shipped test set scored. Arms:
 
-- `none`: the labeled rows alone (the pipeline's defaults, fp16 bundle only);
+- `none`: the labeled rows alone, no transfer set (teacher_edits = 0 and, unless `--broad-text` is
+  given, broad_text = 0; otherwise the pipeline's defaults, fp16 bundle only);
 - `unlabeled`: the same, plus the rest of the training file's texts, labels removed, as `[data]
   unlabeled` (the transfer set; test texts are dropped by the pipeline);
 - `edits`: the labeled rows plus `[data] teacher_edits` (default 20) new sentences per row, words
@@ -19,9 +20,10 @@ from the labeled rows, as it does for users), the shipped test set scored. Arms:
   default below 1,000 rows with no unlabeled text (`none` sets teacher_edits = 0);
 - `edits+unlabeled`: both transfer sets;
 
-`--broad-text N|auto` sets `[data] broad_text` (default `auto`: 10,000 of WordNet's English example
-sentences join the arms with a transfer set below 1,000 rows of English text; `0` for none); use another
---work to compare with and without.
+`--broad-text N|auto` sets `[data] broad_text` of every arm (default: `auto` for the arms with a
+transfer set, 10,000 of WordNet's English example sentences below 5,000 rows of which a tenth are
+English; `0` for `none`); use another --work to compare with and without. `--arms none --broad-text
+auto` is what `mlx-edge run` does with labels only from 1,000 to 5,000 rows.
 
 The arms of one size and seed share one teacher: the first arm trains it (or one an earlier run left
 in the same --work directory is reused), the others are given it, so they differ in the transfer set only.
@@ -184,7 +186,7 @@ def run_arm(
         },
         unlabeled=(rest,) if "unlabeled" in arm.split("+") else (),
         teacher_edits=edits if "edits" in arm.split("+") else 0,
-        **({"broad_text": broad_text} if broad_text is not None else {}),
+        **({"broad_text": broad_text} if broad_text is not None else {"broad_text": 0} if arm == "none" else {}),
         distill={
             "calibrate": calibrate,
             **({"student": student} if student else {}),
@@ -256,7 +258,7 @@ def main() -> None:
         "--broad-text",
         type=lambda v: v if v == "auto" else int(v),
         default=None,
-        help="[data] broad_text: auto or a count (default: its default, auto)",
+        help="[data] broad_text of every arm: auto or a count (default: auto, 0 for the arm none)",
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/transfer_set"))
     parser.add_argument("--json", type=Path, default=None)

@@ -235,3 +235,39 @@ def test_frozen_embeddings_stay_the_teachers_rows(trained_teacher, toy_data, tmp
     teacher = dict(tree_flatten(load_model(trained_teacher).parameters()))[name]
     student = dict(tree_flatten(load_model(out).parameters()))[name]
     assert mx.array_equal(student, teacher) == frozen
+
+
+def test_a_whole_vocabulary_student_keeps_the_tokenizers_rows_of_a_padded_table(trained_teacher, toy_data, tmp_path):
+    """multilingual-e5-small's word table has 35 rows past its tokenizer's pieces. A `--vocab all`
+    student of such a teacher keeps the tokenizer's rows only, so its bundle's tokenizer and encoder
+    agree and `check` passes (it refused the bundle when the student kept the padding rows)."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    from mlx_edge.models.checkpoint import load_config
+
+    teacher = tmp_path / "padded"
+    shutil.copytree(trained_teacher, teacher)
+    config = json.loads((teacher / "config.json").read_text())
+    tokens = load_tokenizer(teacher).vocab_size
+    assert config["vocab_size"] == tokens
+    weights = load_file(teacher / "model.safetensors")
+    name = next(k for k in weights if k.endswith("word_embeddings.weight"))
+    weights[name] = np.concatenate([weights[name], np.zeros((5, weights[name].shape[1]), weights[name].dtype)])
+    save_file(weights, teacher / "model.safetensors", metadata={"format": "pt"})
+    (teacher / "config.json").write_text(json.dumps({**config, "vocab_size": tokens + 5}))
+    assert load_config(teacher).vocab_size == tokens + 5
+
+    out, bundle = tmp_path / "s", tmp_path / "b"
+    args = ["distill", "--teacher", str(teacher), "--train", str(toy_data[0]), "--dev", str(toy_data[1]),
+            "--student", "half", "--vocab", "all", "--max-steps", "2", "--out", str(out), "--quiet"]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert load_config(out).vocab_size == load_tokenizer(out).vocab_size == tokens
+    assert dict(tree_flatten(load_model(out).parameters()))[name].shape[0] == tokens
+
+    exported = CliRunner().invoke(main, ["export", str(out), "--out", str(bundle), "--seq-len", "16", "--n-texts", "2"])
+    assert exported.exit_code == 0, exported.output
+    checked = CliRunner().invoke(main, ["check", str(bundle), "--n-texts", "2"])
+    assert checked.exit_code == 0 and ", 0 failed" in checked.output, checked.output

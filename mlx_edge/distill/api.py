@@ -43,7 +43,7 @@ from mlx_edge.metrics import (
     softmax,
     trivial_note,
 )
-from mlx_edge.models.checkpoint import load_model, save_model
+from mlx_edge.models.checkpoint import load_config, load_model, save_model
 from mlx_edge.models.inference import compare_speed, predict_ids
 from mlx_edge.models.prune import VocabPlan, plan_matching, plan_vocab, write_pruned_tokenizer
 from mlx_edge.models.quantized import cpu_float, parameter_count
@@ -473,8 +473,9 @@ def _plan_shrink(teacher_model, config, layers, teacher_ids, pad_id, rows: int =
 
 def _vocab_plan(vocab: str, teacher: Path, source: Path | None, texts: list[str], extra: int) -> VocabPlan | None:
     """None: the student reads the teacher's whole vocabulary."""
-    if vocab == "all":
-        return None
+    if vocab == "all":  # the tokenizer's rows: a table padded past them (e5's 35 rows) has rows no text reaches
+        plan = plan_vocab(teacher, [], "all")
+        return plan if len(plan.keep) < load_config(teacher).vocab_size else None
     if extra and source is not None:
         raise DistillError("--vocab-extra with a student to continue", "it keeps its own vocabulary: omit it")
     if source is not None:  # continuing a student: its own vocabulary (pruned or not)
