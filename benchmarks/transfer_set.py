@@ -169,6 +169,8 @@ def run_arm(
         for p in sorted(out.parent.glob("*/teacher/model.safetensors"))
         if p.parents[1] != out and own_teacher(p.parents[1].name) == own_teacher(arm)
     ]
+    if broad_text is None and arm == "none":  # no transfer set: auto would make one of broad text
+        broad_text = 0
     config = PipelineConfig(
         out=out,
         train=labeled,
@@ -186,7 +188,7 @@ def run_arm(
         },
         unlabeled=(rest,) if "unlabeled" in arm.split("+") else (),
         teacher_edits=edits if "edits" in arm.split("+") else 0,
-        **({"broad_text": broad_text} if broad_text is not None else {"broad_text": 0} if arm == "none" else {}),
+        **({"broad_text": broad_text} if broad_text is not None else {}),
         distill={
             "calibrate": calibrate,
             **({"student": student} if student else {}),
