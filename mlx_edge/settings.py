@@ -59,6 +59,8 @@ class StageSettings:
         for name, limit in self.LIMITS.items():
             value = getattr(self, name)
             for item in value if isinstance(value, tuple) else (value,):
+                if isinstance(item, str):  # a number-or-"auto" setting's word: its class checks it
+                    continue
                 if item is not None and not limit.allows(item):
                     raise _BadValue(f"{name} = {value!r}", "is out of range", f"use {limit}")
         for name, allowed in self.CHOICES.items():
@@ -128,6 +130,12 @@ _KIND_NAMES = {
 # [teacher] self_train = "auto": a teacher of fewer labeled training rows than this, given unlabeled text,
 # self-trains (teacher/self_train.py); the probe head's few-label regime (teacher/train.PROBE_HEAD_BELOW)
 SELF_TRAIN_BELOW = 1000
+# [teacher] refit = "auto" and blend = "auto": a probe-head teacher of fewer labeled training rows than this
+# that does not self-train trains again on every labeled row and is written as FEW_LABELS_BLEND of its
+# fine-tuned weights plus the rest of its linear probe. Measured at 100 to-do rows (90 training rows);
+# at 300 (270) the fine-tuned teacher beat the probe by 1.5 to 4.2 points alone (docs/teacher.md)
+FEW_LABELS_BELOW = 200
+FEW_LABELS_BLEND = 0.25
 # [data] broad_text = "auto": a run of fewer than BROAD_TEXT_BELOW labeled rows, at least BROAD_TEXT_SHARE
 # of them English, adds BROAD_TEXT of WordNet's example sentences to its transfer set (or makes one of
 # them). 10,000 moved the students of five few-label draws with a transfer set by -0.3 to +1.4 points
@@ -202,18 +210,20 @@ class TeacherTrainSettings(StageSettings):
     # the best-on-dev epoch scored 86.5/87.5% test, the last 88.5/88.0% (docs/teacher.md)
     select: str = "auto"
     # train a second time on every labeled row, dev included, once the first fit is measured on dev:
-    # "yes", "no", or "auto": with no dev file, when the last epoch is kept (a dev split of fewer than
-    # SMALL_DEV rows). The teacher's dev figures are the first fit's. `mlx-edge run` on 100 to-do rows
-    # (seeds 0-2, "auto"): teacher 80.2/83.7/77.5% against 78.7/80.3/79.5% without, but the students
-    # with a transfer set did not follow (seed 0: 73.0% against 78.0%; seed 2: 77.3% against 79.5%), and
-    # it costs a second fit: opt-in (docs/teacher.md)
-    refit: str = "no"
+    # "yes", "no", or "auto": with no dev file, when the last epoch is kept, below FEW_LABELS_BELOW labeled
+    # training rows and when the teacher does not self-train (a dev split of a dozen rows can judge
+    # nothing; its rows are worth more as training rows). The teacher's dev figures are the first fit's.
+    # With `blend = "auto"` it is the few-label teacher below; alone, on 100 to-do rows (seeds 0-2):
+    # 80.2/83.7/77.5% against 78.7/80.3/79.5% without (docs/teacher.md)
+    refit: str = "auto"
     # the probe head's teacher is written as this share of its fine-tuned weights plus the rest of the
-    # linear probe it started as (WiSE-FT); 1: the fine-tuned weights alone. Dev judges the blend. 0.5
-    # lifted the teacher of 100 to-do rows above the probe in 3 draws of 3 (81.8/83.8/78.2% against
-    # 81.2/82.0/78.0%; fine-tuned: 80.2/83.7/77.5%), but its students did not follow (edits + unlabeled:
-    # 75.7/75.8/72.7% against the defaults' 78.0/76.2/79.5%): off by default (docs/teacher.md)
-    blend: float = 1.0
+    # linear probe it started as (WiSE-FT); 1: the fine-tuned weights alone. Dev judges the blend. "auto":
+    # FEW_LABELS_BLEND below FEW_LABELS_BELOW labeled training rows when the teacher does not self-train,
+    # else 1. With the refit, `mlx-edge run` on 100 to-do rows, seeds 0-2 (teacher edits and broad text
+    # as the transfer set): teachers 82.3/82.5/78.8% test against the frozen-embedding probe's
+    # 81.2/82.0/78.0% (fine-tuned alone: 78.7/80.3/79.5%), students 70.2/71.2/70.0% against the fine-tuned
+    # teacher's 68.7/.../...% (docs/teacher.md)
+    blend: float | str = "auto"
     # given unlabeled text, train a second time on the labeled rows plus the first fit's surest answers
     # on that text (of each label it answered, the more confident half: teacher/self_train.py): "yes",
     # "no", or "auto": below SELF_TRAIN_BELOW labeled training rows. `mlx-edge run` on 100 to-do rows with
@@ -222,6 +232,11 @@ class TeacherTrainSettings(StageSettings):
     # against 78.0/79.0/79.2%; on 300 rows teachers 90.3/89.7/90.8% against 89.7/89.8/91.0%, students
     # 87.5/88.5/86.7% against 86.8/88.2/86.5% (docs/teacher.md)
     self_train: str = "auto"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if isinstance(self.blend, str) and self.blend != "auto":
+            raise _BadValue(f"blend = {self.blend!r}", "is neither a number nor auto", f"use auto or {SHARE}")
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,12 @@ def _train(base_dir, train, out, dev=None, **settings):
 
 @pytest.mark.parametrize("backend", ["torch", "mlx"])
 def test_a_small_dev_split_is_measured_then_learned(base_dir, toy_data, tmp_path, backend):
-    """240 rows, no dev file: a 24-row split keeps the last epoch, so `--refit auto` refits. The dev figures are
-    the first fit's; the refit trains on all 240 rows, so at 15 steps per epoch (not 14) it reaches
-    --min-steps 29 in 2 epochs where the first fit needed 3."""
+    """240 rows, no dev file: a 24-row split keeps the last epoch, and `--refit yes` refits after it. The dev
+    figures are the first fit's; the refit trains on all 240 rows, so at 15 steps per epoch (not 14) it
+    reaches --min-steps 29 in 2 epochs where the first fit needed 3."""
     train, _ = toy_data
     out = tmp_path / "t"
-    result, lines = _train(base_dir, train, out, min_steps=29, refit="auto", backend=backend)
+    result, lines = _train(base_dir, train, out, min_steps=29, refit="yes", blend=1.0, backend=backend)
     first = [m for m in lines if not m.get("refit")]
     second = [m for m in lines if m.get("refit")]
     assert [m["epoch"] for m in first] == [0, 1, 2, 3]  # the probe, then 3 epochs of 14 steps
@@ -48,7 +48,7 @@ def test_a_small_dev_split_is_measured_then_learned(base_dir, toy_data, tmp_path
 
 
 def test_no_refit_with_a_dev_file_or_when_told(base_dir, toy_data, tmp_path):
-    """`auto` with a dev file, and `no` (the default) with a small split: one fit, its own dev figures."""
+    """`auto` with a dev file, and `no` with a small split: one fit, its own dev figures."""
     train, dev = toy_data
     result, lines = _train(base_dir, train, tmp_path / "a", dev, min_steps=0, refit="auto")  # 60 dev rows: last
     assert not result.refit and not any(m.get("refit") for m in lines)
@@ -56,6 +56,43 @@ def test_no_refit_with_a_dev_file_or_when_told(base_dir, toy_data, tmp_path):
     result, lines = _train(base_dir, train, tmp_path / "b", min_steps=0, refit="no")
     assert not result.refit and held_out_accuracy(tmp_path / "b") is None
     assert result.dev_accuracy == lines[-1]["dev_accuracy"]
+
+
+def test_a_few_label_teacher_refits_and_blends_by_default(base_dir, toy_data, tmp_path):
+    """The defaults (refit and blend "auto"), no dev file: 150 labeled rows (135 training rows, under
+    FEW_LABELS_BELOW) train twice and are written as FEW_LABELS_BLEND of the fine-tune; the 240 rows of the
+    toy set (216 training rows) train once, unblended. Given a dev file (60 rows, too few to choose an
+    epoch on), the 150 train once and are blended."""
+    from mlx_edge.settings import FEW_LABELS_BELOW, FEW_LABELS_BLEND
+
+    train, dev = toy_data
+    few = tmp_path / "few.jsonl"
+    few.write_text("".join(train.read_text().splitlines(keepends=True)[:150]))
+    assert 135 < FEW_LABELS_BELOW <= 216
+    for data, dev_file, name, refit, share in (
+        (few, None, "few", True, FEW_LABELS_BLEND),
+        (train, None, "all", False, 1.0),
+        (few, dev, "dev", False, FEW_LABELS_BLEND),
+    ):
+        out = tmp_path / name
+        result, lines = _train(base_dir, data, out, dev_file, min_steps=0, head="auto")
+        manifest = json.loads((out / MANIFEST_NAME).read_text())
+        assert result.refit is refit and any(m.get("refit") for m in lines) is refit, name
+        assert manifest["hyperparameters"]["blend"] == share, name
+        assert manifest["hyperparameters"]["head"] == "probe", name
+
+
+def test_auto_blends_only_a_few_label_probe_teacher_that_does_not_self_train():
+    from mlx_edge.settings import FEW_LABELS_BELOW, FEW_LABELS_BLEND
+    from mlx_edge.teacher.train import resolve_blend
+
+    few = dict(head="probe", train_rows=FEW_LABELS_BELOW - 1, last=True, self_trains=False)
+    assert resolve_blend("auto", **few) == FEW_LABELS_BLEND
+    assert resolve_blend("auto", **few | {"train_rows": FEW_LABELS_BELOW}) == 1.0
+    assert resolve_blend("auto", **few | {"head": "new"}) == 1.0
+    assert resolve_blend("auto", **few | {"last": False}) == 1.0  # a dev split big enough to choose on
+    assert resolve_blend("auto", **few | {"self_trains": True}) == 1.0
+    assert resolve_blend(0.5, **few | {"self_trains": True}) == 0.5  # a number is taken as given
 
 
 def test_refit_yes_after_best_trains_the_best_epochs(base_dir, toy_data, tmp_path):
@@ -121,7 +158,7 @@ def test_distill_judges_a_refit_teacher_by_its_first_fit(base_dir, toy_data, tmp
 
     train, _ = toy_data
     teacher = tmp_path / "t"
-    _train(base_dir, train, teacher, min_steps=30, refit="auto")
+    _train(base_dir, train, teacher, min_steps=30, refit="yes")
     config = tmp_path / "micro.json"
     config.write_text(json.dumps(MICRO))
     common = dict(teacher=teacher, train=train, student=str(config), measure_speed=False, progress=False)

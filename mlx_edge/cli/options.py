@@ -94,6 +94,23 @@ class FiniteFloatRange(click.FloatRange):
         return number
 
 
+class ShareOrAuto(click.ParamType):
+    """A share from 0 to 1, or the word auto (a setting whose default the run decides)."""
+
+    name = "auto|share"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float) or value == "auto":
+            return value
+        try:
+            share = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is neither auto nor a number from 0 to 1", param, ctx)
+        if not 0.0 <= share <= 1.0:  # nan fails both comparisons
+            self.fail(f"{value!r} is not a number from 0 to 1 (or auto)", param, ctx)
+        return share
+
+
 class OldName(click.Option):
     """The old spelling of the option `new`, hidden and kept for one release: given, it prints a note and
     its text goes to `new` as if `new` had been given (so `new`'s type checks it, and the command sees

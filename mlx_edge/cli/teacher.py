@@ -9,6 +9,7 @@ import click
 
 from mlx_edge.cli.options import (
     FiniteFloatRange,
+    ShareOrAuto,
     device_option,
     echo_err,
     layer_list,
@@ -20,7 +21,15 @@ from mlx_edge.cli.options import (
     with_columns,
     with_unlabeled,
 )
-from mlx_edge.settings import DISTILL, LABEL, SELF_TRAIN_BELOW, TEACHER, TEACHER_EDITS
+from mlx_edge.settings import (
+    DISTILL,
+    FEW_LABELS_BELOW,
+    FEW_LABELS_BLEND,
+    LABEL,
+    SELF_TRAIN_BELOW,
+    TEACHER,
+    TEACHER_EDITS,
+)
 
 
 @click.group()
@@ -127,15 +136,18 @@ def teacher():
     default=TEACHER.refit,
     show_default=True,
     help="Once measured on dev, train again on every labeled row, dev included (the dev figures stay the "
-    "first fit's): yes, no, or auto: with no --dev, when the last epoch is kept (a dev split under 200 rows).",
+    "first fit's): yes, no, or auto: with no --dev, when the last epoch is kept (a dev split under 200 rows), "
+    f"below {FEW_LABELS_BELOW} training rows, and when the teacher does not self-train.",
 )
 @click.option(
     "--blend",
-    type=float,
+    type=ShareOrAuto(),
     default=TEACHER.blend,
     show_default=True,
     help="With the probe head: the teacher written is this share of its fine-tuned weights plus the rest of "
-    "the linear probe it started as (WiSE-FT); 1: the fine-tuned weights alone. Dev judges the blend.",
+    "the linear probe it started as (WiSE-FT); 1: the fine-tuned weights alone. Dev judges the blend. auto: "
+    f"{FEW_LABELS_BLEND:g} below {FEW_LABELS_BELOW} training rows when the last epoch is kept and the teacher "
+    "does not self-train (a few dozen labels: docs/teacher.md), else 1.",
 )
 @option_group(unlabeled_options_for("that --self-train learns from"))
 @click.option(

@@ -36,7 +36,7 @@ from mlx_edge.models.tokenizer import load_tokenizer, unknown_share, warn_unknow
 from mlx_edge.progress import progress_bar
 from mlx_edge.runtime.devices import torch_placement
 from mlx_edge.runtime.distributed import init_ranks
-from mlx_edge.settings import AUTO_LENGTHS, TEACHER, TeacherTrainSettings
+from mlx_edge.settings import AUTO_LENGTHS, FEW_LABELS_BELOW, FEW_LABELS_BLEND, TEACHER, TeacherTrainSettings
 from mlx_edge.teacher import self_train as self_training
 from mlx_edge.teacher.probe import fit_linear_head, probe_loss
 from mlx_edge.teacher.source import (
@@ -87,11 +87,30 @@ def resolve_head(head: str, train_rows: int) -> str:
     return "probe" if train_rows < PROBE_HEAD_BELOW else "new"
 
 
-def resolve_auto(settings: TeacherTrainSettings, train_rows: int, dev_rows: int) -> TeacherTrainSettings:
-    """`settings` with `head` and `select` as they apply to these splits ("auto" decided): what both
-    backends train by and what the manifest records."""
+def resolve_auto(
+    settings: TeacherTrainSettings, train_rows: int, dev_rows: int, *, self_trains: bool = False
+) -> TeacherTrainSettings:
+    """`settings` with `head`, `select` and `blend` as they apply to these splits ("auto" decided): what
+    both backends train by and what the manifest records. `self_trains`: the teacher learns from
+    pseudo-labeled text too (its fits are never blended by "auto")."""
     last = keeps_last(settings.select, dev_rows)
-    return replace(settings, head=resolve_head(settings.head, train_rows), select="last" if last else "best")
+    head = resolve_head(settings.head, train_rows)
+    return replace(
+        settings,
+        head=head,
+        select="last" if last else "best",
+        blend=resolve_blend(settings.blend, head=head, train_rows=train_rows, last=last, self_trains=self_trains),
+    )
+
+
+def resolve_blend(blend: float | str, *, head: str, train_rows: int, last: bool, self_trains: bool) -> float:
+    """`blend` as a share: "auto" is FEW_LABELS_BLEND for a probe-head teacher of fewer than
+    FEW_LABELS_BELOW training rows whose dev split is too small to choose an epoch (the last is kept)
+    and that does not self-train, else 1 (the fine-tuned weights alone)."""
+    if blend != "auto":
+        return float(blend)
+    few = head == "probe" and train_rows < FEW_LABELS_BELOW and last and not self_trains
+    return FEW_LABELS_BLEND if few else 1.0
 
 
 def table_is_most(table: int, total: int) -> bool:
@@ -174,7 +193,7 @@ def train_teacher(
     head: str = TEACHER.head,
     select: str = TEACHER.select,
     refit: str = TEACHER.refit,
-    blend: float = TEACHER.blend,
+    blend: float | str = TEACHER.blend,
     self_train: str = TEACHER.self_train,
     unlabeled: Sequence[Path] = (),
     unlabeled_column: str | None = None,
@@ -184,11 +203,13 @@ def train_teacher(
 ) -> TeacherTrainResult:
     """Fine-tune `model` (hub id, directory or built-in name) on labeled data; write the best epoch to `out`.
 
-    When `refit` applies ("yes"; or "auto" with no dev file and the last epoch kept, a dev split too
-    small to choose an epoch on being worth more as training rows), it trains twice: on the training rows, measured on dev (the
+    When `refit` applies ("yes"; or "auto" with no dev file, the last epoch kept and fewer than
+    FEW_LABELS_BELOW training rows, a dev split too small to choose an epoch on being worth more as
+    training rows), it trains twice: on the training rows, measured on dev (the
     result's dev figures and the manifest's `refit.held_out` are that fit's), then again from the
     base model on every labeled row, dev included, with the same settings (the best epoch's count of
-    epochs when the first kept its best); the second is what `out` holds.
+    epochs when the first kept its best); the second is what `out` holds. `blend` ("auto" or a share:
+    resolve_blend) mixes the probe it started as back into a probe-head teacher.
 
     When `self_train` applies ("yes"; or "auto" below SELF_TRAIN_BELOW training rows) and `unlabeled`
     files are given, it trains twice too: the first fit labels their texts (none equal to a labeled
@@ -250,7 +271,7 @@ def train_teacher(
     if settings.refit == "no" or (settings.refit == "auto" and dev is not None):
         return run(settings, out=out, on_epoch=on_epoch)
     train_rows, dev_rows = _split_rows(train, dev, settings, text_column, label_column)
-    if settings.refit == "auto" and not keeps_last(settings.select, dev_rows):
+    if settings.refit == "auto" and (not keeps_last(settings.select, dev_rows) or train_rows >= FEW_LABELS_BELOW):
         return run(settings, out=out, on_epoch=on_epoch)
     # both fits by the first's head and epoch choice (the refit's extra rows must not flip "auto")
     settings = resolve_auto(settings, train_rows, dev_rows)
@@ -308,7 +329,7 @@ def _self_train(
             list(files), labeled=train_data.texts, held_out=[*dev_data.texts, *held_out], text_column=column
         )
     # both fits by the labeled rows' head and epoch choice (the pseudo-labeled rows must not flip "auto")
-    settings = resolve_auto(settings, len(train_data), len(dev_data))
+    settings = resolve_auto(settings, len(train_data), len(dev_data), self_trains=True)
     first_dir = out.with_name(f".{out.name}.first-fit")
     if first_dir.exists():
         shutil.rmtree(first_dir)
