@@ -90,8 +90,8 @@ COMMENTS: dict[str, dict[str, str]] = {
         "backend": "torch (CUDA, MPS, CPU; torchrun) | mlx (one process, Metal on a Mac)",
         "head": "auto (probe below 1,000 rows) | probe (mean pooling, starts as a linear probe) | new ([CLS] pooler)",
         "select": "auto (last when dev has < 200 rows) | best (on dev) | last: the epoch kept",
-        "refit": "auto (no dev file, select keeps the last, < 200 training rows) | yes | no: train again on all rows",
-        "blend": "auto (0.25 under 200 training rows, none when self-trained) | share of the fine-tune, the rest "
+        "refit": "auto (no dev file, select keeps the last, < 150 training rows) | yes | no: train again on all rows",
+        "blend": "auto (0.25 under 150 training rows, none when self-trained) | share of the fine-tune, the rest "
         "the probe's (WiSE-FT); 1: fine-tuned only",
         "self_train": "auto (below 1,000 labeled rows) | yes | no: learn again from its surest answers on [data] unlabeled",
     },

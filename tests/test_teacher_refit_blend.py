@@ -59,16 +59,16 @@ def test_no_refit_with_a_dev_file_or_when_told(base_dir, toy_data, tmp_path):
 
 
 def test_a_few_label_teacher_refits_and_blends_by_default(base_dir, toy_data, tmp_path):
-    """The defaults (refit and blend "auto"), no dev file: 150 labeled rows (135 training rows, under
+    """The defaults (refit and blend "auto"), no dev file: 140 labeled rows (126 training rows, under
     FEW_LABELS_BELOW) train twice and are written as FEW_LABELS_BLEND of the fine-tune; the 240 rows of the
     toy set (216 training rows) train once, unblended. Given a dev file (60 rows, too few to choose an
-    epoch on), the 150 train once and are blended."""
+    epoch on), the 140 all train, once, and are blended."""
     from mlx_edge.settings import FEW_LABELS_BELOW, FEW_LABELS_BLEND
 
     train, dev = toy_data
     few = tmp_path / "few.jsonl"
-    few.write_text("".join(train.read_text().splitlines(keepends=True)[:150]))
-    assert 135 < FEW_LABELS_BELOW <= 216
+    few.write_text("".join(train.read_text().splitlines(keepends=True)[:140]))
+    assert 140 < FEW_LABELS_BELOW <= 216
     for data, dev_file, name, refit, share in (
         (few, None, "few", True, FEW_LABELS_BLEND),
         (train, None, "all", False, 1.0),
