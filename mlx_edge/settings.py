@@ -223,7 +223,7 @@ class TeacherTrainSettings(StageSettings):
     # else 1. With the refit, `mlx-edge run` on 100 to-do rows, seeds 0-2 (teacher edits and broad text
     # as the transfer set): teachers 82.3/82.5/78.8% test against the frozen-embedding probe's
     # 81.2/82.0/78.0% (fine-tuned alone: 78.7/80.3/79.5%), students 70.2/71.2/70.0% against the fine-tuned
-    # teacher's 68.7/.../...% (docs/teacher.md)
+    # teacher's 68.7/68.8/70.2% (docs/teacher.md)
     blend: float | str = "auto"
     # given unlabeled text, train a second time on the labeled rows plus the first fit's surest answers
     # on that text (of each label it answered, the more confident half: teacher/self_train.py): "yes",
