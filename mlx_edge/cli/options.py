@@ -95,7 +95,8 @@ class FiniteFloatRange(click.FloatRange):
 
 
 class ShareOrAuto(click.ParamType):
-    """A share from 0 to 1, or the word auto (a setting whose default the run decides)."""
+    """A number, or the word auto (a setting whose default the run decides). Its range is the setting's
+    own (settings.py `LIMITS`), checked before any work."""
 
     name = "auto|share"
 
@@ -103,12 +104,9 @@ class ShareOrAuto(click.ParamType):
         if isinstance(value, float) or value == "auto":
             return value
         try:
-            share = float(value)
+            return float(value)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is neither auto nor a number from 0 to 1", param, ctx)
-        if not 0.0 <= share <= 1.0:  # nan fails both comparisons
-            self.fail(f"{value!r} is not a number from 0 to 1 (or auto)", param, ctx)
-        return share
 
 
 class OldName(click.Option):

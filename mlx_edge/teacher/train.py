@@ -109,8 +109,14 @@ def resolve_blend(blend: float | str, *, head: str, train_rows: int, last: bool,
     and that does not self-train, else 1 (the fine-tuned weights alone)."""
     if blend != "auto":
         return float(blend)
-    few = head == "probe" and train_rows < FEW_LABELS_BELOW and last and not self_trains
+    few = head == "probe" and few_labels(train_rows, last) and not self_trains
     return FEW_LABELS_BLEND if few else 1.0
+
+
+def few_labels(train_rows: int, last: bool) -> bool:
+    """The few-label regime of `refit` and `blend` "auto": fewer than FEW_LABELS_BELOW training rows and
+    a dev split too small to choose an epoch on (`last`: the last is kept)."""
+    return last and train_rows < FEW_LABELS_BELOW
 
 
 def table_is_most(table: int, total: int) -> bool:
@@ -271,7 +277,7 @@ def train_teacher(
     if settings.refit == "no" or (settings.refit == "auto" and dev is not None):
         return run(settings, out=out, on_epoch=on_epoch)
     train_rows, dev_rows = _split_rows(train, dev, settings, text_column, label_column)
-    if settings.refit == "auto" and (not keeps_last(settings.select, dev_rows) or train_rows >= FEW_LABELS_BELOW):
+    if settings.refit == "auto" and not few_labels(train_rows, keeps_last(settings.select, dev_rows)):
         return run(settings, out=out, on_epoch=on_epoch)
     # both fits by the first's head and epoch choice (the refit's extra rows must not flip "auto")
     settings = resolve_auto(settings, train_rows, dev_rows)
