@@ -379,7 +379,7 @@ def _label_value(path: Path, number: int, value) -> str:
 
 def data_warnings(data: LabeledData) -> list[str]:
     """What looks wrong in rows that read fine, one line each: repeated texts (equal but for surrounding spaces),
-    too many labels, labels seen once."""
+    labels alike but for case, spaces or punctuation, too many labels, labels seen once."""
     where = data.source
     found = []
     first_row: dict[str, int] = {}
@@ -399,6 +399,19 @@ def data_warnings(data: LabeledData) -> list[str]:
             f"(e.g. {_line(data, i)} repeats {_line(data, j)}): repeats weigh double and can land in train and dev"
         )
     counts = data.counts()
+    alike = _labels_alike(list(dict.fromkeys(data.labels)))
+    if alike:
+        first: dict[str, int] = {}
+        for i, label in enumerate(data.labels):
+            first.setdefault(label, i)
+        shown = "; ".join(
+            " and ".join(f"{label!r} ({_line(data, first[label])})" for label in group) for group in alike[:3]
+        )
+        more = f" and {len(alike) - 3} more" if len(alike) > 3 else ""
+        found.append(
+            f"{where}: labels that differ only in case, spaces or punctuation: {shown}{more}: each is a class of "
+            "its own; write them the same if they mean one"
+        )
     once = [label for label, n in counts.items() if n == 1]
     if len(data) >= FEW_ROWS and len(counts) > len(data) / 2:
         if len(first_row) * 5 <= len(counts):  # few distinct texts, many distinct labels: the columns are crossed
@@ -418,6 +431,16 @@ def data_warnings(data: LabeledData) -> list[str]:
             f"{where}: {len(once)} {said} one example only: {shown}{more}: too few to learn or to measure a class"
         )
     return found
+
+
+def _labels_alike(labels: list[str]) -> list[list[str]]:
+    """Groups of labels equal once case, spaces and punctuation are ignored (`Reminder`, `reminder `,
+    `to-do` / `to_do`), in first-seen order; [] when there are none."""
+    groups: dict[str, list[str]] = {}
+    for label in labels:
+        key = "".join(ch for ch in label.casefold() if ch.isalnum())
+        groups.setdefault(key or label, []).append(label)
+    return [group for group in groups.values() if len(group) > 1]
 
 
 def overlap_warning(train: LabeledData, dev: LabeledData) -> str | None:
