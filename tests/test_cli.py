@@ -131,6 +131,19 @@ def test_predict_matches_transformers(tiny_bert_dir, backend, tmp_path, monkeypa
         assert row["label"] == model.config.id2label[int(probs.argmax())]
 
 
+def test_predict_table_keeps_one_line_per_text_and_json_the_whole_text(tiny_bert_dir):
+    long = "buy milk " * 300 + "and eggs"
+    texts = [long, "first line\nsecond line", "Pay the bill"]
+    table = CliRunner().invoke(main, ["predict", str(tiny_bert_dir), *texts, "--backend", "mlx"])
+    assert table.exit_code == 0, table.output
+    rows = table.stdout.splitlines()
+    assert len(rows) == 3  # the line break inside text 2 does not start a row of its own
+    assert rows[0].endswith("   " + long[:79] + "…")  # 80 characters shown
+    assert rows[1].endswith("first line second line") and rows[2].endswith("Pay the bill")
+    as_json = CliRunner().invoke(main, ["predict", str(tiny_bert_dir), *texts, "--backend", "mlx", "--json"])
+    assert [json.loads(line)["text"] for line in as_json.stdout.splitlines()] == texts
+
+
 def test_predict_exports_its_onnx_program_once_per_weights(tiny_bert_dir, tmp_path, monkeypatch):
     import shutil
 

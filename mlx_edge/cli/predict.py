@@ -30,7 +30,12 @@ from mlx_edge.cli.options import device_option
     help="Who computes: MLX, or ONNX Runtime on the model's exported program (CPU only; exported on first "
     "use, then cached). auto: MLX, which loads and answers a call soonest.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print results as JSON lines.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print results as JSON lines, each with its whole text (the table shows 80 characters of each, on one line).",
+)
 def predict(model_dir, texts, max_length, top_k, device, backend, as_json):
     """Labels and probabilities for TEXTS from a trained teacher or student directory.
 
@@ -45,6 +50,7 @@ def predict(model_dir, texts, max_length, top_k, device, backend, as_json):
 
     result = predict_texts(model_dir, list(texts), max_length=max_length, device=device, backend=backend)
     click.echo(f"answered by {result.backend} ({result.why})", err=True)
+    width = max(12, *(len(label) for probs in result.probabilities for label in probs))
     for text, probs in zip(texts, result.probabilities):
         ranked = sorted(probs.items(), key=lambda kv: -kv[1])[:top_k]
         if as_json:
@@ -52,4 +58,13 @@ def predict(model_dir, texts, max_length, top_k, device, backend, as_json):
             click.echo(json.dumps(line, ensure_ascii=False))
         else:
             shown = "  ".join(f"{label} {p:.3f}" for label, p in ranked)
-            click.echo(f"{ranked[0][0]:<12} {shown}   {text}")
+            click.echo(f"{ranked[0][0]:<{width}} {shown}   {_one_line(text)}")
+
+
+SHOWN_TEXT = 80  # characters of each text the table echoes (--json gives it whole)
+
+
+def _one_line(text: str) -> str:
+    """`text` on one line, spaces and line breaks collapsed, cut to SHOWN_TEXT characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= SHOWN_TEXT else flat[: SHOWN_TEXT - 1] + "…"
