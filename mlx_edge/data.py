@@ -379,7 +379,7 @@ def _label_value(path: Path, number: int, value) -> str:
 
 def data_warnings(data: LabeledData) -> list[str]:
     """What looks wrong in rows that read fine, one line each: repeated texts (equal but for surrounding spaces),
-    labels alike but for case, spaces or punctuation, too many labels, labels seen once."""
+    labels alike but for case, spaces, hyphens or underscores, too many labels, labels seen once."""
     where = data.source
     found = []
     first_row: dict[str, int] = {}
@@ -409,7 +409,7 @@ def data_warnings(data: LabeledData) -> list[str]:
         )
         more = f" and {len(alike) - 3} more" if len(alike) > 3 else ""
         found.append(
-            f"{where}: labels that differ only in case, spaces or punctuation: {shown}{more}: each is a class of "
+            f"{where}: labels that differ only in case, spaces, hyphens or underscores: {shown}{more}: each is a class of "
             "its own; write them the same if they mean one"
         )
     once = [label for label, n in counts.items() if n == 1]
@@ -434,11 +434,11 @@ def data_warnings(data: LabeledData) -> list[str]:
 
 
 def _labels_alike(labels: list[str]) -> list[list[str]]:
-    """Groups of labels equal once case, spaces and punctuation are ignored (`Reminder`, `reminder `,
-    `to-do` / `to_do`), in first-seen order; [] when there are none."""
+    """Groups of labels equal once case, spaces, hyphens and underscores are ignored (`Reminder`,
+    `reminder`; `to-do`, `To Do`, `to_do`; not `1.0` and `10`), in first-seen order; [] when there are none."""
     groups: dict[str, list[str]] = {}
     for label in labels:
-        key = "".join(ch for ch in label.casefold() if ch.isalnum())
+        key = re.sub(r"[\s_\-]+", "", label.casefold())
         groups.setdefault(key or label, []).append(label)
     return [group for group in groups.values() if len(group) > 1]
 

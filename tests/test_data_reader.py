@@ -134,14 +134,14 @@ def test_jsonl_crlf_bom_trailing_blank_lines_and_a_line_separator_in_a_text(tmp_
     assert said == [f"{path}: 1 label has one example only: 'b' (line 2): too few to learn or to measure a class"]
 
 
-def test_labels_that_differ_only_in_case_spaces_or_punctuation_are_named(tmp_path):
+def test_labels_that_differ_only_in_case_spaces_hyphens_or_underscores_are_named(tmp_path):
     body = "text,label\n" + "".join(f"text {i},{['to-do', 'done'][i % 2]}\n" for i in range(20))
     body += "text 20,To Do\ntext 21,Done \ntext 22,to_do\n"  # lines 22-24; 'Done ' is read as 'Done'
     path = write(tmp_path / "a.csv", body)
     data, said = data_warnings(read_labeled, path)
     assert set(data.labels) == {"to-do", "done", "To Do", "Done", "to_do"}  # taken as written: five classes
     assert said[0] == (
-        f"{path}: labels that differ only in case, spaces or punctuation: 'to-do' (line 2) and 'To Do' (line 22) "
+        f"{path}: labels that differ only in case, spaces, hyphens or underscores: 'to-do' (line 2) and 'To Do' (line 22) "
         "and 'to_do' (line 24); 'done' (line 3) and 'Done' (line 23): each is a class of its own; write them "
         "the same if they mean one"
     )
@@ -149,6 +149,10 @@ def test_labels_that_differ_only_in_case_spaces_or_punctuation_are_named(tmp_pat
         tmp_path / "b.csv", "text,label\n" + "".join(f"句子{i},{['提醒', '购物'][i % 2]}\n" for i in range(20))
     )
     assert data_warnings(read_labeled, chinese)[1] == []  # labels of no cased script are never "alike"
+    numbers = write(
+        tmp_path / "c.csv", "text,label\n" + "".join(f"text {i},{['1.0', '10'][i % 2]}\n" for i in range(20))
+    )
+    assert data_warnings(read_labeled, numbers)[1] == []  # a dot is not ignored: 1.0 and 10 are not alike
 
 
 def test_warnings_name_repeats_labels_seen_once_and_too_many_labels(tmp_path):

@@ -50,7 +50,7 @@ def predict(model_dir, texts, max_length, top_k, device, backend, as_json):
 
     result = predict_texts(model_dir, list(texts), max_length=max_length, device=device, backend=backend)
     click.echo(f"answered by {result.backend} ({result.why})", err=True)
-    width = max(12, *(len(label) for probs in result.probabilities for label in probs))
+    width = max([12, *(len(label) for probs in result.probabilities for label in probs)])
     for text, probs in zip(texts, result.probabilities):
         ranked = sorted(probs.items(), key=lambda kv: -kv[1])[:top_k]
         if as_json:
