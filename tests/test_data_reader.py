@@ -148,7 +148,7 @@ def test_labels_that_differ_only_in_case_spaces_hyphens_or_underscores_are_named
     chinese = write(
         tmp_path / "b.csv", "text,label\n" + "".join(f"句子{i},{['提醒', '购物'][i % 2]}\n" for i in range(20))
     )
-    assert data_warnings(read_labeled, chinese)[1] == []  # labels of no cased script are never "alike"
+    assert data_warnings(read_labeled, chinese)[1] == []  # two different Chinese labels are not alike
     numbers = write(
         tmp_path / "c.csv", "text,label\n" + "".join(f"text {i},{['1.0', '10'][i % 2]}\n" for i in range(20))
     )
