@@ -399,11 +399,11 @@ def data_warnings(data: LabeledData) -> list[str]:
             f"(e.g. {_line(data, i)} repeats {_line(data, j)}): repeats weigh double and can land in train and dev"
         )
     counts = data.counts()
-    alike = _labels_alike(list(dict.fromkeys(data.labels)))
+    first: dict[str, int] = {}  # each label's first row, in first-seen order
+    for i, label in enumerate(data.labels):
+        first.setdefault(label, i)
+    alike = _labels_alike(list(first))
     if alike:
-        first: dict[str, int] = {}
-        for i, label in enumerate(data.labels):
-            first.setdefault(label, i)
         shown = "; ".join(
             " and ".join(f"{label!r} ({_line(data, first[label])})" for label in group) for group in alike[:3]
         )
