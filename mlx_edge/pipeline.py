@@ -47,6 +47,7 @@ from mlx_edge.settings import (
     PIPELINE,
     SELF_TRAIN_BELOW,
     TEACHER_EDITS,
+    WORD_BAGS,
     DistillSettings,
     PipelineSettings,
 )
@@ -367,7 +368,7 @@ def run_pipeline(
         data_fp = fingerprint(data_fp, "edits", edits_per_row, teacher_fp, config.seed, EDITS_VERSION)
 
         def write_edits():
-            made, rows = write_teacher_edits(
+            made, bags, rows = write_teacher_edits(
                 teacher=teacher_dir,
                 train=train,
                 dev=config.dev,
@@ -379,8 +380,9 @@ def run_pipeline(
                 label_column=label_column,
                 column=config.unlabeled_column or "text",
                 force=True,
+                bags=WORD_BAGS * edits_per_row // TEACHER_EDITS,  # 10,000 at the default 20 per row
             )
-            log(f"[edits] {made} sentences from {rows} training rows")
+            log(f"[edits] {made} sentences and {bags} word bags from {rows} training rows")
 
         stage("edits", edits, data_fp, write_edits)
         unlabeled += (edits,)

@@ -506,6 +506,12 @@ NEW_STUDENT_VOCAB_EXTRA = 4000
 # 83.5% in 3.4 under EDITS_STEP_BUDGET); 100 rows 59.0% -> 69.2% (68.7%); thucnews-titles 300 rows (edits
 # only) 68.9% -> 75.0% (docs/distill.md)
 TEACHER_EDITS = 20
+# `teacher edits --bags`: word bags the edits stage adds, spread over the training rows (augment/bags.py): a
+# row's words among broad words of its script, so the student meets the teacher on words and characters its
+# rows never combine. A pipeline makes WORD_BAGS x teacher_edits / TEACHER_EDITS. To-do set, labels only
+# (edits and broad text as well), the same teachers: 100 rows, seeds 0-2, students 73.7 / 73.2 / 70.5%
+# against 70.2 / 71.2 / 70.0%; 300 rows, seed 0, 84.8% against 83.3%; about 1 more label minute (docs/distill.md)
+WORD_BAGS = 10_000
 # [distill] step_budget of a pipeline run whose transfer set is the teacher's edits (no unlabeled files) and
 # whose [distill] sets none: a student matches the teacher on those near-copies of its rows within a few
 # epochs, then memorizes them. To-do set, 300 rows with the default edits and broad text (15,300 rows, 488

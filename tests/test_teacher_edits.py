@@ -107,11 +107,18 @@ def test_cli_writes_the_training_rows_edits_and_refuses_to_overwrite(trained_tea
     train, dev = toy_data
     out = tmp_path / "edits.jsonl"
     args = ["teacher", "edits", "--teacher", str(trained_teacher), "--train", str(train), "--dev", str(dev)]
-    result = CliRunner().invoke(main, [*args, "--per-text", "3", "--out", str(out)])
+    result = CliRunner().invoke(main, [*args, "--per-text", "3", "--bags", "0", "--out", str(out)])
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert rows and all(set(r) == {"text"} and r["text"].strip() for r in rows)
-    assert f"{len(rows)} sentences from 240 training rows" in result.output
+    assert f"{len(rows)} sentences and 0 word bags from 240 training rows" in result.output
+    with_bags = tmp_path / "bags.jsonl"
+    result = CliRunner().invoke(main, [*args, "--per-text", "3", "--bags", "50", "--out", str(with_bags)])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line)["text"] for line in with_bags.read_text().splitlines()]
+    assert lines[: len(rows)] == [r["text"] for r in rows]  # the same edits, then the bags
+    assert 40 <= len(lines) - len(rows) <= 50
+    assert f"{len(rows)} sentences and {len(lines) - len(rows)} word bags from 240 training rows" in result.output
     again = CliRunner().invoke(main, [*args, "--out", str(out)])
     assert_one_line_error(again, f"{out} exists", "--force")
     result = CliRunner().invoke(main, [*args, "--out", str(train), "--force"])
@@ -129,7 +136,7 @@ def test_pipeline_adds_the_edits_to_the_transfer_set(base_dir, toy_data, tmp_pat
     edits = [json.loads(line)["text"] for line in (work / "edits.jsonl").read_text().splitlines()]
     known = {normalized(json.loads(line)["text"]) for path in toy_data for line in path.read_text().splitlines()}
     fresh = len({normalized(t) for t in edits} - known)  # minus edits equal to a training, dev or test text
-    assert 0 < fresh <= 2 * 240
+    assert 2 * 240 < fresh <= 2 * 240 + 1000  # 2 edits per row, and 1,000 word bags (10,000 at 20 per row)
     assert read_manifest(work / "student")["report"]["transfer_rows"] == fresh
     assert stages.index("teacher") < stages.index("edits") < stages.index("label")
     ran = [s["name"] for s in run_stages(config) if s["status"] == "ran"]  # up to date: nothing reruns
@@ -160,3 +167,42 @@ def test_a_run_whose_transfer_set_is_its_edits_gets_the_step_budget(tmp_path):
     assert budget(0, 10_000, unlabeled=(notes,)) is None
     assert budget(20, distill={"step_budget": 0}) == 0 and budget(20, distill={"step_budget": 900}) == 900
     assert budget(0, distill={"step_budget": 900}) == 900
+
+
+# words WordNet's examples never use, so a bag's own words are told from its broad ones
+ROWS = ["zorbix plimf quandle", "vexo zorbix", "复习线性代数", "привет мир"]
+HAN_POOL = ["的", "在", "和"]
+
+
+def test_word_bags_mix_a_rows_words_with_broad_words_of_its_script():
+    from mlx_edge.augment.bags import HAN_PIECES, LATIN_WORDS, OWN_SHARE, _broad_words, word_bags
+
+    bags = word_bags(ROWS, 600, han=HAN_POOL, seed=0)
+    broad = set(_broad_words()[0])
+    own_latin = {w for row in ROWS[:2] for w in row.split()}
+    latin = [b for b in bags if b.isascii()]
+    chinese = [b for b in bags if not b.isascii()]
+    assert 140 <= len(latin) <= 300 and 140 <= len(chinese) <= 150  # 150 a row; the Cyrillic row gets none
+    assert not set(bags) & set(ROWS) and len(set(bags)) == len(bags)
+    words = [w for b in latin for w in b.split()]
+    assert all(LATIN_WORDS[0] <= len(b.split()) <= LATIN_WORDS[1] for b in latin)
+    assert all(w in own_latin or w in broad for w in words)
+    own = sum(w in own_latin for w in words) / len(words)
+    assert abs(own - OWN_SHARE) < 0.05, own  # the rest are WordNet's words
+    assert all(
+        HAN_PIECES[0] <= len(b) <= HAN_PIECES[1] and set(b) <= set("复习线性代数") | set(HAN_POOL) for b in chinese
+    )
+    assert any(set(b) & set(HAN_POOL) for b in chinese) and any(set(b) & set("复习线性代数") for b in chinese)
+    assert bags == word_bags(ROWS, 600, han=HAN_POOL, seed=0) != word_bags(ROWS, 600, han=HAN_POOL, seed=1)
+
+
+def test_word_bags_count_and_the_rows_that_get_none():
+    from mlx_edge.augment.bags import han_pieces, word_bags
+
+    assert word_bags(ROWS, 0, han=HAN_POOL) == [] and word_bags([], 10, han=HAN_POOL) == []
+    assert all(b.isascii() for b in word_bags(ROWS, 40, han=[]))  # no Chinese pool: the Chinese row gets none
+    assert len(word_bags(ROWS[:1], 7, han=HAN_POOL)) == 7
+    with pytest.raises(ValueError):
+        word_bags(ROWS, -1, han=HAN_POOL)
+    # the vocabulary's ideograph pieces in its order, word-start marks dropped, others skipped
+    assert han_pieces(["<s>", "▁的", "a", "中国", "##在", "x的", "和"], 3) == ["的", "中国", "在"]

@@ -29,6 +29,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
+from mlx_edge.augment.bags import han_pieces, word_bags
 from mlx_edge.errors import ModelError, OutputError
 from mlx_edge.fileio import atomic_write_text, refuse_overwriting_inputs
 from mlx_edge.models.checkpoint import load_config
@@ -39,7 +40,9 @@ RATE = 0.4  # TinyBERT's replacement probability per word
 NEIGHBOURS = 10  # candidates per piece
 MAX_TRIES = 4  # draws per wanted sentence before a text gives fewer (a short text has few variants)
 HAN_VOCAB = 8000  # Chinese candidates from the teacher's vocabulary as well: its first N ideograph pieces of each kind
-EDITS_VERSION = 2  # in the pipeline's fingerprint of the edits stage: 2 added HAN_VOCAB (a run's old edits are redone)
+EDITS_VERSION = (
+    3  # in the pipeline's fingerprint of the edits stage: 2 added HAN_VOCAB, 3 word bags (old edits are redone)
+)
 _IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _HAN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _SPACED_HAN = re.compile(
@@ -209,11 +212,13 @@ def write_teacher_edits(
     label_column: str | None = None,
     column: str = "text",
     force: bool = False,
-) -> tuple[int, int]:
+    bags: int = 0,
+) -> tuple[int, int, int]:
     """Write the edits of the rows a student of `teacher` trains on (distill's own choice of rows: a dev
     file's, the teacher's or a seeded split's dev rows are left out) to `out` for `distill --unlabeled`
     and `teacher label --unlabeled`: one sentence per line, or to a .jsonl one object per line with the
-    sentence under `column`. Returns (sentences, source rows)."""
+    sentence under `column`; then about `bags` word bags of the same rows (bags.py). Returns (sentences,
+    bags, source rows)."""
     from mlx_edge.distill.api import student_rows  # lazy: the distill stack loads only for this command
 
     teacher, out = Path(teacher), Path(out)
@@ -223,8 +228,13 @@ def write_teacher_edits(
     labels = load_config(teacher).labels
     rows = student_rows(teacher, train, dev, labels, dev_fraction, seed, text_column, label_column)
     sentences = teacher_edits(teacher, rows.train.texts, per_text, seed=seed)
-    lines = [" ".join(s.split()) for s in sentences]
+    made_bags = (
+        word_bags(rows.train.texts, bags, han=han_pieces(load_tokenizer(teacher).pieces(), HAN_VOCAB), seed=seed)
+        if bags
+        else []
+    )
+    lines = [" ".join(s.split()) for s in [*sentences, *made_bags]]
     if out.suffix.lower() == ".jsonl":
         lines = [json.dumps({column: line}, ensure_ascii=False) for line in lines]
     atomic_write_text(out, "".join(line + "\n" for line in lines))
-    return len(sentences), len(rows.train.texts)
+    return len(sentences), len(made_bags), len(rows.train.texts)

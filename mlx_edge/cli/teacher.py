@@ -29,6 +29,7 @@ from mlx_edge.settings import (
     SELF_TRAIN_BELOW,
     TEACHER,
     TEACHER_EDITS,
+    WORD_BAGS,
 )
 
 
@@ -421,6 +422,14 @@ def teacher_label(
     help="New sentences per training row (fewer for a short text with few words to swap).",
 )
 @click.option(
+    "--bags",
+    type=click.IntRange(0, 1_000_000),
+    default=WORD_BAGS,
+    show_default=True,
+    help="Word bags to add, spread over the training rows: a row's words among broad words of its script "
+    "(English: WordNet's; Chinese: the vocabulary's most frequent pieces). 0: none.",
+)
+@click.option(
     "--dev-fraction",
     type=click.FloatRange(0.01, 0.5),
     default=DISTILL.dev_fraction,
@@ -431,7 +440,7 @@ def teacher_label(
 @with_columns
 @click.option("--force", is_flag=True, help="Replace --out if it exists.")
 def teacher_edits(
-    teacher_dir, train_path, dev_path, out, per_text, dev_fraction, seed, text_column, label_column, force
+    teacher_dir, train_path, dev_path, out, per_text, bags, dev_fraction, seed, text_column, label_column, force
 ):
     """New sentences from the training rows, words swapped for the teacher's nearest ones.
 
@@ -441,6 +450,8 @@ def teacher_edits(
     and the vocabulary's 8,000 most frequent Chinese pieces). The sentences
     carry no label: pass the file as --unlabeled to `teacher label` and `distill`, and the student
     learns the teacher's answers on them. Dev rows (distill's own choice) are never edited.
+    Then --bags word bags: short runs of a row's words (Chinese: characters) mixed with broad
+    words of the same script, in no order; the teacher answers them too.
 
     \b
     Example:
@@ -450,7 +461,7 @@ def teacher_edits(
     """
     from mlx_edge.augment.neighbours import write_teacher_edits  # lazy: --help stays instant
 
-    made, rows = write_teacher_edits(
+    made, made_bags, rows = write_teacher_edits(
         teacher=teacher_dir,
         train=train_path,
         dev=dev_path,
@@ -461,5 +472,6 @@ def teacher_edits(
         text_column=text_column,
         label_column=label_column,
         force=force,
+        bags=bags,
     )
-    click.echo(f"{made} sentences from {rows} training rows written to {out}")
+    click.echo(f"{made} sentences and {made_bags} word bags from {rows} training rows written to {out}")

@@ -1,0 +1,85 @@
+"""Word bags: a training row's words shuffled among broad words of its script, as transfer text.
+
+A few-label run's teacher edits (neighbours.py) are its rows with a few words swapped:
+the student sees the rows' own words in their own order. A bag is a short run of words (English) or
+ideograph pieces (Chinese), each drawn with probability OWN_SHARE from one training row and otherwise
+from a broad pool of that script: the words of WordNet's example sentences (weighted by the square
+root of their count) or the teacher's HAN_VOCAB most probable Chinese pieces. Bags are not sentences;
+the teacher answers them all the same, and the student learns the teacher's answers on the words and
+characters its few rows never combine (to-do set, 100 labeled rows, labels only: docs/distill.md).
+Rows in other scripts get none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import cache
+
+import numpy as np
+
+from mlx_edge.datasets import WORDNET_EXAMPLES
+
+OWN_SHARE = 0.3  # the share of a bag's words drawn from its row
+LATIN_WORDS = (3, 10)  # words in an English (Latin-script) bag, inclusive
+HAN_PIECES = (4, 12)  # pieces in a Chinese bag, inclusive
+_IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?")
+
+
+@cache
+def _broad_words() -> tuple[list[str], np.ndarray]:
+    """WordNet's example words (lowercase) and their cumulative sampling weights (square root of the count)."""
+    with open(WORDNET_EXAMPLES, encoding="utf-8") as lines:
+        counts = Counter(w.lower() for line in lines for w in _LATIN_WORD.findall(line))
+    words = sorted(counts)
+    weights = np.sqrt(np.array([counts[w] for w in words], dtype=np.float64))
+    return words, np.cumsum(weights / weights.sum())
+
+
+def han_pieces(pieces: list[str], most: int) -> list[str]:
+    """The first `most` pieces of a vocabulary that are ideographs only (a SentencePiece vocabulary lists its
+    pieces most probable first), without the word-start mark."""
+    out: list[str] = []
+    for piece in pieces:
+        core = piece.lstrip("▁").removeprefix("##")
+        if core and all(_IDEOGRAPH.match(ch) for ch in core):
+            out.append(core)
+            if len(out) >= most:
+                break
+    return out
+
+
+def word_bags(texts: list[str], total: int, *, han: list[str], seed: int = 0) -> list[str]:
+    """About `total` bags from `texts` (spread evenly over them, in text order), none equal to a text or to
+    another bag. `han`: the Chinese pool (han_pieces); a Chinese row with an empty pool gets none."""
+    if total < 0:
+        raise ValueError("total must be >= 0")
+    if total == 0 or not texts:
+        return []
+    words, cumulative = _broad_words()
+    rng = np.random.default_rng(seed)
+    base, extra = divmod(total, len(texts))
+    seen = {" ".join(t.split()) for t in texts}
+    out = []
+    for index, text in enumerate(texts):
+        chinese = bool(_IDEOGRAPH.search(text))
+        own = _IDEOGRAPH.findall(text) if chinese else [w.lower() for w in _LATIN_WORD.findall(text)]
+        pool = han if chinese else words
+        if not own or not pool:
+            continue
+        low, high = HAN_PIECES if chinese else LATIN_WORDS
+        for _ in range(base + (index < extra)):
+            picked = []
+            for _ in range(int(rng.integers(low, high + 1))):
+                if rng.random() < OWN_SHARE:
+                    picked.append(own[int(rng.integers(len(own)))])
+                elif chinese:
+                    picked.append(han[int(rng.integers(len(han)))])
+                else:
+                    picked.append(words[min(int(np.searchsorted(cumulative, rng.random())), len(words) - 1)])
+            bag = ("" if chinese else " ").join(picked)
+            if bag not in seen:
+                seen.add(bag)
+                out.append(bag)
+    return out
