@@ -23,7 +23,9 @@ from the labeled rows, as it does for users), the shipped test set scored. Arms:
 `--broad-text N|auto` sets `[data] broad_text` of every arm (default: `auto` for the arms with a
 transfer set, 10,000 of WordNet's English example sentences below 5,000 rows of which a tenth are
 English; `0` for `none`); use another --work to compare with and without. `--arms none --broad-text
-auto` is what `mlx-edge run` does with labels only from 1,000 to 5,000 rows.
+auto` is what `mlx-edge run` does with labels only from 1,000 to 5,000 rows. `--word-bags N` sets the
+word bags the edits stage writes at 20 edits per row (augment/bags.py; default the pipeline's 10,000;
+`0`: none), to compare the edits arm with and without them (another --work, or the same teacher given).
 
 The arms of one size and seed share one teacher: the first arm trains it (or one an earlier run left
 in the same --work directory is reused), the others are given it, so they differ in the transfer set only.
@@ -262,6 +264,12 @@ def main() -> None:
         default=None,
         help="[data] broad_text of every arm: auto or a count (default: auto, 0 for the arm none)",
     )
+    parser.add_argument(
+        "--word-bags",
+        type=int,
+        default=None,
+        help="word bags of the edits arms at 20 edits per row (default: the pipeline's, 10,000; 0: none)",
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/transfer_set"))
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(
@@ -271,6 +279,10 @@ def main() -> None:
         "running the same arm again labels again)",
     )
     args = parser.parse_args()
+    if args.word_bags is not None:  # the pipeline's count at the default 20 edits per row (no config key)
+        from mlx_edge import pipeline as pipeline_module
+
+        pipeline_module.WORD_BAGS = args.word_bags
     rows_all = read_rows(dataset_split(args.dataset, "train"))
     test_path = dataset_split(args.dataset, "test")
     test_rows = read_rows(test_path)

@@ -202,6 +202,9 @@ def test_word_bags_count_and_the_rows_that_get_none():
     assert word_bags(ROWS, 0, han=HAN_POOL) == [] and word_bags([], 10, han=HAN_POOL) == []
     assert all(b.isascii() for b in word_bags(ROWS, 40, han=[]))  # no Chinese pool: the Chinese row gets none
     assert len(word_bags(ROWS[:1], 7, han=HAN_POOL)) == 7
+    accented = " ".join(word_bags(["Café crème"], 30, han=[]))
+    assert "café" in accented.split() or "crème" in accented.split()  # a Latin word keeps its accents
+    assert "caf" not in accented.split() and "cr" not in accented.split()
     with pytest.raises(ValueError):
         word_bags(ROWS, -1, han=HAN_POOL)
     # the vocabulary's ideograph pieces in its order, word-start marks dropped, others skipped

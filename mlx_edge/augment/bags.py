@@ -7,7 +7,7 @@ from a broad pool of that script: the words of WordNet's example sentences (weig
 root of their count) or the teacher's HAN_VOCAB most probable Chinese pieces. Bags are not sentences;
 the teacher answers them all the same, and the student learns the teacher's answers on the words and
 characters its few rows never combine (to-do set, 100 labeled rows, labels only: docs/distill.md).
-Rows in other scripts get none.
+A row with Latin letters gets English words (WordNet's); rows in other scripts (Cyrillic, Arabic, ...) none.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ OWN_SHARE = 0.3  # the share of a bag's words drawn from its row
 LATIN_WORDS = (3, 10)  # words in an English (Latin-script) bag, inclusive
 HAN_PIECES = (4, 12)  # pieces in a Chinese bag, inclusive
 _IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_LATIN_WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?")
+_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]+(?:'[a-z]+)?")  # accents kept
 
 
 @cache
