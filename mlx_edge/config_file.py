@@ -66,7 +66,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "label_column": "unset: found by name; or a name or 0-based index",
         "unlabeled": "optional: files of text with no label, a transfer set the student learns the teacher on",
         "unlabeled_column": "unset: found by name; the text column of CSV/TSV/JSONL unlabeled files",
-        "teacher_edits": "auto (20 under 1,000 rows, no unlabeled files) | N new sentences per row, words swapped, and N x 500 word bags (0: none)",
+        "teacher_edits": "auto (20 under 1,000 rows, no unlabeled files) | N new sentences per row, words swapped, and 500 word bags per sentence up to 10,000 (0: none)",
         "broad_text": "auto (10,000 under 5,000 rows, a tenth English) | N: WordNet sentences for the transfer set (0: none)",
     },
     "teacher": {

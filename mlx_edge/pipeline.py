@@ -365,10 +365,12 @@ def run_pipeline(
     ds = distill_settings(config, edits_per_row, broad)
     if edits_per_row:
         edits = out / "edits.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read
-        data_fp = fingerprint(data_fp, "edits", edits_per_row, teacher_fp, config.seed, EDITS_VERSION)
+        # word bags: 10,000 at TEACHER_EDITS per row or more, in proportion below (augment/bags.py)
+        bags = WORD_BAGS * min(edits_per_row, TEACHER_EDITS) // TEACHER_EDITS
+        data_fp = fingerprint(data_fp, "edits", edits_per_row, teacher_fp, config.seed, EDITS_VERSION, bags)
 
         def write_edits():
-            made, bags, rows = write_teacher_edits(
+            made, made_bags, rows = write_teacher_edits(
                 teacher=teacher_dir,
                 train=train,
                 dev=config.dev,
@@ -380,9 +382,9 @@ def run_pipeline(
                 label_column=label_column,
                 column=config.unlabeled_column or "text",
                 force=True,
-                bags=WORD_BAGS * edits_per_row // TEACHER_EDITS,  # 10,000 at the default 20 per row
+                bags=bags,
             )
-            log(f"[edits] {made} sentences and {bags} word bags from {rows} training rows")
+            log(f"[edits] {made} sentences and {made_bags} word bags from {rows} training rows")
 
         stage("edits", edits, data_fp, write_edits)
         unlabeled += (edits,)

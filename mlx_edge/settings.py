@@ -508,7 +508,7 @@ NEW_STUDENT_VOCAB_EXTRA = 4000
 TEACHER_EDITS = 20
 # `teacher edits --bags`: word bags the edits stage adds, spread over the training rows (augment/bags.py): a
 # row's words among broad words of its script, so the student meets the teacher on words and characters its
-# rows never combine. A pipeline makes WORD_BAGS x teacher_edits / TEACHER_EDITS. To-do set, labels only
+# rows never combine. A pipeline makes WORD_BAGS at TEACHER_EDITS per row or more, in proportion below. To-do set, labels only
 # (edits and broad text as well), the same teachers: 100 rows, seeds 0-2, students 73.7 / 73.2 / 70.5%
 # against 70.2 / 71.2 / 70.0%; 300 rows, seed 0, 84.8% against 83.3%; about 1 more label minute (docs/distill.md)
 WORD_BAGS = 10_000

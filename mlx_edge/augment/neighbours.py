@@ -40,9 +40,7 @@ RATE = 0.4  # TinyBERT's replacement probability per word
 NEIGHBOURS = 10  # candidates per piece
 MAX_TRIES = 4  # draws per wanted sentence before a text gives fewer (a short text has few variants)
 HAN_VOCAB = 8000  # Chinese candidates from the teacher's vocabulary as well: its first N ideograph pieces of each kind
-EDITS_VERSION = (
-    3  # in the pipeline's fingerprint of the edits stage: 2 added HAN_VOCAB, 3 word bags (old edits are redone)
-)
+EDITS_VERSION = 3  # in the edits stage's fingerprint: 2 added HAN_VOCAB, 3 word bags (old edits are redone)
 _IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _HAN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _SPACED_HAN = re.compile(
