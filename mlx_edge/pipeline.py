@@ -367,6 +367,7 @@ def run_pipeline(
         edits = out / "edits.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read
         # word bags: 10,000 at TEACHER_EDITS per row or more, in proportion below (augment/bags.py)
         bags = WORD_BAGS * min(edits_per_row, TEACHER_EDITS) // TEACHER_EDITS
+        bags_file = out / "bags.jsonl"  # its own file: the int8/int4 fine-tunes skip it, as they skip broad text
         data_fp = fingerprint(data_fp, "edits", edits_per_row, teacher_fp, config.seed, EDITS_VERSION, bags)
 
         def write_edits():
@@ -383,11 +384,13 @@ def run_pipeline(
                 column=config.unlabeled_column or "text",
                 force=True,
                 bags=bags,
+                bags_out=bags_file,
             )
             log(f"[edits] {made} sentences and {made_bags} word bags from {rows} training rows")
 
         stage("edits", edits, data_fp, write_edits)
-        unlabeled += (edits,)
+        has_bags = bags_file.is_file() and bags_file.stat().st_size > 0  # none for rows of other scripts
+        unlabeled += (edits, bags_file) if has_bags else (edits,)
 
     # 1d. broad text (transfer_counts): English sentences of every kind (WordNet's examples), so that the
     # student meets the words and pieces a few labeled rows never show; the transfer set reads them too
@@ -450,7 +453,7 @@ def run_pipeline(
         text_column=text_column,
         label_column=label_column,
         unlabeled=unlabeled,
-        broad=(broad_file,) if broad else (),
+        broad=((broad_file,) if broad else ()) + ((bags_file,) if edits_per_row and has_bags else ()),
         unlabeled_column=config.unlabeled_column,
         held_out=held_out,
         progress=progress,

@@ -130,14 +130,17 @@ def test_pipeline_adds_the_edits_to_the_transfer_set(base_dir, toy_data, tmp_pat
     from mlx_edge.transfer import normalized
     from tests.helpers.pipeline import run_stages, write_config
 
-    config = write_config(tmp_path, base_dir, toy_data, data={"teacher_edits": 2})
+    config = write_config(tmp_path, base_dir, toy_data, bundles=("fp16", "int8"), data={"teacher_edits": 2})
     stages = [s["name"] for s in run_stages(config)]
     work = tmp_path / "work"
     edits = [json.loads(line)["text"] for line in (work / "edits.jsonl").read_text().splitlines()]
+    bags = [json.loads(line)["text"] for line in (work / "bags.jsonl").read_text().splitlines()]
     known = {normalized(json.loads(line)["text"]) for path in toy_data for line in path.read_text().splitlines()}
     fresh = len({normalized(t) for t in edits} - known)  # minus edits equal to a training, dev or test text
-    assert 2 * 240 < fresh <= 2 * 240 + 1000  # 2 edits per row, and 1,000 word bags (10,000 at 20 per row)
-    assert read_manifest(work / "student")["report"]["transfer_rows"] == fresh
+    assert 0 < fresh <= 2 * 240 and 900 <= len(bags) <= 1000  # 2 per row; 1,000 word bags (10,000 at 20 per row)
+    assert read_manifest(work / "student")["report"]["transfer_rows"] == fresh + len(set(bags) - set(edits))
+    # the split student's fine-tune skips the bags, as it skips broad text
+    assert read_manifest(work / "student-int8")["report"]["transfer_rows"] == fresh
     assert stages.index("teacher") < stages.index("edits") < stages.index("label")
     ran = [s["name"] for s in run_stages(config) if s["status"] == "ran"]  # up to date: nothing reruns
     assert not {"edits", "label", "distill"} & set(ran)

@@ -211,12 +211,13 @@ def write_teacher_edits(
     column: str = "text",
     force: bool = False,
     bags: int = 0,
+    bags_out: Path | None = None,
 ) -> tuple[int, int, int]:
     """Write the edits of the rows a student of `teacher` trains on (distill's own choice of rows: a dev
     file's, the teacher's or a seeded split's dev rows are left out) to `out` for `distill --unlabeled`
     and `teacher label --unlabeled`: one sentence per line, or to a .jsonl one object per line with the
-    sentence under `column`; then about `bags` word bags of the same rows (bags.py). Returns (sentences,
-    bags, source rows)."""
+    sentence under `column`; then about `bags` word bags of the same rows (bags.py), or to `bags_out` in the
+    same form, written first. Returns (sentences, bags, source rows)."""
     from mlx_edge.distill.api import student_rows  # lazy: the distill stack loads only for this command
 
     teacher, out = Path(teacher), Path(out)
@@ -231,8 +232,14 @@ def write_teacher_edits(
         if bags
         else []
     )
-    lines = [" ".join(s.split()) for s in [*sentences, *made_bags]]
-    if out.suffix.lower() == ".jsonl":
-        lines = [json.dumps({column: line}, ensure_ascii=False) for line in lines]
-    atomic_write_text(out, "".join(line + "\n" for line in lines))
+
+    def text(path: Path, texts: list[str]) -> str:
+        lines = [" ".join(s.split()) for s in texts]
+        if path.suffix.lower() == ".jsonl":
+            lines = [json.dumps({column: line}, ensure_ascii=False) for line in lines]
+        return "".join(line + "\n" for line in lines)
+
+    if bags_out is not None:  # before `out`, which marks the work done
+        atomic_write_text(Path(bags_out), text(Path(bags_out), made_bags))
+    atomic_write_text(out, text(out, sentences if bags_out is not None else [*sentences, *made_bags]))
     return len(sentences), len(made_bags), len(rows.train.texts)
