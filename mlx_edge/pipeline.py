@@ -363,6 +363,7 @@ def run_pipeline(
     # 1c. teacher edits (when configured): new sentences from the training rows, a transfer set that
     # label and distill read as an unlabeled file (the rows distill trains on: [distill]'s split)
     ds = distill_settings(config, edits_per_row, broad)
+    bag_files: tuple[Path, ...] = ()  # the edits stage's word bags, when it wrote any
     if edits_per_row:
         edits = out / "edits.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read
         # word bags: 10,000 at TEACHER_EDITS per row or more, in proportion below (augment/bags.py)
@@ -389,8 +390,9 @@ def run_pipeline(
             log(f"[edits] {made} sentences and {made_bags} word bags from {rows} training rows")
 
         stage("edits", edits, data_fp, write_edits)
-        has_bags = bags_file.is_file() and bags_file.stat().st_size > 0  # none for rows of other scripts
-        unlabeled += (edits, bags_file) if has_bags else (edits,)
+        if bags_file.is_file() and bags_file.stat().st_size > 0:  # none for rows of other scripts
+            bag_files = (bags_file,)
+        unlabeled += (edits, *bag_files)
 
     # 1d. broad text (transfer_counts): English sentences of every kind (WordNet's examples), so that the
     # student meets the words and pieces a few labeled rows never show; the transfer set reads them too
@@ -453,7 +455,7 @@ def run_pipeline(
         text_column=text_column,
         label_column=label_column,
         unlabeled=unlabeled,
-        broad=((broad_file,) if broad else ()) + ((bags_file,) if edits_per_row and has_bags else ()),
+        broad=((broad_file,) if broad else ()) + bag_files,
         unlabeled_column=config.unlabeled_column,
         held_out=held_out,
         progress=progress,

@@ -23,7 +23,7 @@ from mlx_edge.datasets import WORDNET_EXAMPLES
 OWN_SHARE = 0.3  # the share of a bag's words drawn from its row
 LATIN_WORDS = (3, 10)  # words in an English (Latin-script) bag, inclusive
 HAN_PIECES = (4, 12)  # pieces in a Chinese bag, inclusive
-_IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")  # neighbours.py's too
 _LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]+(?:'[a-z]+)?")  # accents kept
 
 
@@ -43,7 +43,7 @@ def han_pieces(pieces: list[str], most: int) -> list[str]:
     out: list[str] = []
     for piece in pieces:
         core = piece.lstrip("▁").removeprefix("##")
-        if core and all(_IDEOGRAPH.match(ch) for ch in core):
+        if core and all(IDEOGRAPH.match(ch) for ch in core):
             out.append(core)
             if len(out) >= most:
                 break
@@ -63,8 +63,8 @@ def word_bags(texts: list[str], total: int, *, han: list[str], seed: int = 0) ->
     seen = {" ".join(t.split()) for t in texts}
     out = []
     for index, text in enumerate(texts):
-        chinese = bool(_IDEOGRAPH.search(text))
-        own = _IDEOGRAPH.findall(text) if chinese else [w.lower() for w in _LATIN_WORD.findall(text)]
+        chinese = bool(IDEOGRAPH.search(text))
+        own = IDEOGRAPH.findall(text) if chinese else [w.lower() for w in _LATIN_WORD.findall(text)]
         pool = han if chinese else words
         if not own or not pool:
             continue

@@ -29,6 +29,7 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
+from mlx_edge.augment.bags import IDEOGRAPH as _IDEOGRAPH
 from mlx_edge.augment.bags import han_pieces, word_bags
 from mlx_edge.errors import ModelError, OutputError
 from mlx_edge.fileio import atomic_write_text, refuse_overwriting_inputs
@@ -41,7 +42,6 @@ NEIGHBOURS = 10  # candidates per piece
 MAX_TRIES = 4  # draws per wanted sentence before a text gives fewer (a short text has few variants)
 HAN_VOCAB = 8000  # Chinese candidates from the teacher's vocabulary as well: its first N ideograph pieces of each kind
 EDITS_VERSION = 3  # in the edits stage's fingerprint: 2 added HAN_VOCAB, 3 word bags (old edits are redone)
-_IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _HAN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _SPACED_HAN = re.compile(
     r"(?<=[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]) (?=[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])"
