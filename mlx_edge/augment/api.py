@@ -28,8 +28,8 @@ from mlx_edge.augment.clean import TeacherJudge
 from mlx_edge.augment.dedup import Deduper
 from mlx_edge.augment.fallback import propose_edits
 from mlx_edge.augment.generate import Generator, check_llm, load_generator, resolve_llm
-from mlx_edge.augment.parse import parse_answer
-from mlx_edge.augment.prompt import PROMPT_TEMPLATE, build_prompt, pick_shots
+from mlx_edge.augment.parse import parse_answer, parse_continuation
+from mlx_edge.augment.prompt import LIST_TEMPLATE, PROMPT_TEMPLATE, build_list_prompt, build_prompt, pick_shots
 from mlx_edge.augment.report import COLUMNS as COLUMNS  # re-exported: the table's columns, read by tests
 from mlx_edge.augment.report import AugmentResult, ClassCounts, GeneratorStats, measure_generation
 from mlx_edge.data import LabelMap, language_of, read_labeled
@@ -393,6 +393,7 @@ def _write_manifest(
     )
     if generator is not None:
         manifest["chat_template"] = bool(getattr(generator, "chat_template", False))
+        manifest["prompt"] = LIST_TEMPLATE if getattr(generator, "completion", False) else PROMPT_TEMPLATE
     atomic_write_json(path, manifest)
 
 
@@ -420,7 +421,11 @@ def _llm_round(
 ) -> list[tuple[str, str]]:
     """One batch of prompts spread over the classes still short; (asked class, text) candidates."""
     slots = [short[(number + i) % len(short)] for i in range(max(batch_size, 1))]
-    prompts = [build_prompt(c, pick_shots(by_class[c], shots, rng), per_prompt) for c in slots]
+    completion = getattr(generator, "completion", False)
+    if completion:  # a base model continues a list of the class's examples (the class is not named)
+        prompts = [build_list_prompt(pick_shots(by_class[c], shots, rng)) for c in slots]
+    else:
+        prompts = [build_prompt(c, pick_shots(by_class[c], shots, rng), per_prompt) for c in slots]
     answers = measure_generation(
         stats,
         generator,
@@ -430,6 +435,12 @@ def _llm_round(
     )
     for c in slots:
         counts[c].answers += 1
+    if completion:
+        return [
+            (c, t)
+            for c, answer in zip(slots, answers)
+            for t in parse_continuation(answer, min_chars=min_chars, max_chars=max_chars)
+        ]
     return [
         (c, t)
         for c, answer in zip(slots, answers)

@@ -23,6 +23,7 @@ from mlx_edge.models.quantized import float_weight
 class Generator(Protocol):
     name: str
     tokens: int  # written so far, over every call
+    completion: bool  # a base model (no chat template): prompted with a list to continue, not an instruction
 
     def generate(
         self, prompts: list[str], *, max_tokens: int, temperature: float, top_p: float, seed: int
@@ -35,6 +36,7 @@ class MlxLmGenerator:
     def __init__(self, model, tokenizer, name: str):
         self.model, self.tokenizer, self.name = model, tokenizer, name
         self.chat_template = bool(getattr(tokenizer, "has_chat_template", False))
+        self.completion = not self.chat_template
         self.tokens = 0
         self.weight_bytes = sum(v.nbytes for _, v in tree_flatten(model.parameters()))
 
@@ -45,7 +47,7 @@ class MlxLmGenerator:
             if isinstance(ids, dict):  # transformers 5 may return a BatchEncoding
                 ids = ids["input_ids"]
             return list(ids)
-        return list(self.tokenizer.encode(prompt + "\n"))
+        return list(self.tokenizer.encode(prompt))  # a list's start: the model writes the rest of its line
 
     def generate(
         self, prompts: list[str], *, max_tokens: int, temperature: float, top_p: float, seed: int
@@ -80,9 +82,10 @@ class MlxLmGenerator:
 class ScriptedGenerator:
     """Answers from a function of (prompt, call number): exact, repeatable outputs for tests."""
 
-    def __init__(self, answer: Callable[[str, int], str], name: str = "scripted"):
+    def __init__(self, answer: Callable[[str, int], str], name: str = "scripted", *, completion: bool = False):
         self.answer, self.name, self.calls = answer, name, 0
         self.chat_template = False
+        self.completion = completion
         self.tokens = 0
         self.prompts: list[str] = []
 

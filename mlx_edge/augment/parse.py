@@ -40,6 +40,23 @@ def parse_answer(answer: str, *, label: str | None = None, min_chars: int = 3, m
     return out
 
 
+def parse_continuation(answer: str, *, min_chars: int = 3, max_chars: int = 300) -> list[str]:
+    """Candidate texts from a base model's continuation of a "- " list (augment/prompt.py): the line it
+    finished, then each further "- " line, up to the first line of another kind (it has left the list);
+    a last line with no newline after it was cut by max tokens and is dropped."""
+    lines = answer.split("\n")[:-1]  # the text after the last newline is unfinished (or empty)
+    out = []
+    for i, line in enumerate(lines):
+        if i > 0:
+            if not line.startswith("- "):
+                break
+            line = line[2:]
+        text = " ".join(_unquote(line.strip()).split())
+        if "\ufffd" not in text and min_chars <= len(text) <= max_chars:
+            out.append(text)
+    return out
+
+
 def _from_json(answer: str) -> list[str] | None:
     """A JSON array (of strings or objects) or JSON lines; None when the answer is not JSON."""
     body = _strip_fence(answer.strip())

@@ -1,4 +1,6 @@
-"""The prompt a local instruct LLM gets: the class name, a few real examples, what to write back."""
+"""The prompt a local LLM gets. An instruct model (one with a chat template): the class name, a few
+real examples, what to write back. A base model (none): the examples as the start of a list, one per
+"- " line, which it continues; it writes lines of the same kind, which is what a base model does well."""
 
 from __future__ import annotations
 
@@ -16,6 +18,15 @@ PROMPT_TEMPLATE = (
     "examples: similar length, similar wording, the same kind of content.{language} Do not copy the "
     "examples. Answer with one example per line, with no numbering, no quotes and no explanations."
 )
+
+
+# A base model's prompt: each example on a "- " line, then the "- " of the line it is to write.
+LIST_TEMPLATE = "- {example}\n ... - {example}\n- "
+
+
+def build_list_prompt(examples: list[str]) -> str:
+    """The start of a list of `examples` for a base model to continue (one line each, whitespace folded)."""
+    return "".join(f"- {' '.join(t.split())}\n" for t in examples) + "- "
 
 
 def language_hint(examples: list[str]) -> str:

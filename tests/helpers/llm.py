@@ -200,3 +200,129 @@ def write_tiny_llama_gguf(path: Path, seed: int = 0) -> tuple[Path, dict[str, np
     writer.write_tensors_to_file()
     writer.close()
     return path, held
+
+
+# ---- a tiny Gemma 3 GGUF ----
+
+GEMMA = {"hidden": 64, "layers": 6, "heads": 2, "kv_heads": 1, "head_dim": 32, "ffn": 96, "eps": 1e-6}
+GEMMA_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>"]
+GEMMA_TEXT = "- pay the rent\n- 交房租和水电费\n- book a dentist"
+GEMMA_LAYER = {
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "self_attn.q_norm": "attn_q_norm",
+    "self_attn.k_norm": "attn_k_norm",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+    "input_layernorm": "attn_norm",
+    "post_attention_layernorm": "post_attention_norm",
+    "pre_feedforward_layernorm": "ffn_norm",
+    "post_feedforward_layernorm": "post_ffw_norm",
+}
+
+
+def gemma_tokens() -> list[str]:
+    """A small SentencePiece table as a Gemma GGUF lists it: specials, the 256 byte pieces, single characters
+    of GEMMA_TEXT (spaces as ▁), then a few longer pieces whose halves are in the table (merges are rebuilt
+    from the order)."""
+    chars = sorted(set(GEMMA_TEXT.replace(" ", "\u2581")) - {"\n"})
+    longer = [
+        "\u2581p",
+        "\u2581pa",
+        "\u2581pay",
+        "\u2581t",
+        "\u2581th",
+        "\u2581the",
+        "re",
+        "nt",
+        "\u2581re",
+        "\u2581rent",
+    ]
+    return [*GEMMA_SPECIALS, "\n", *(f"<0x{b:02X}>" for b in range(256)), *chars, *longer]
+
+
+def tiny_gemma_weights(vocab: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random float32 weights under Hugging Face gemma3_text names, norms as Gemma holds them (w, used as 1 + w)."""
+    rng = np.random.default_rng(seed)
+    h, f, d = GEMMA["hidden"], GEMMA["ffn"], GEMMA["head_dim"]
+    q, kv = GEMMA["heads"] * d, GEMMA["kv_heads"] * d
+    shapes = {
+        "self_attn.q_proj": (q, h),
+        "self_attn.k_proj": (kv, h),
+        "self_attn.v_proj": (kv, h),
+        "self_attn.o_proj": (h, q),
+        "mlp.gate_proj": (f, h),
+        "mlp.up_proj": (f, h),
+        "mlp.down_proj": (h, f),
+    }
+    norms = {
+        "self_attn.q_norm": d,
+        "self_attn.k_norm": d,
+        "input_layernorm": h,
+        "post_attention_layernorm": h,
+        "pre_feedforward_layernorm": h,
+        "post_feedforward_layernorm": h,
+    }
+    weights = {"model.embed_tokens.weight": rng.normal(0, 0.5, (vocab, h)), "model.norm.weight": rng.normal(0, 0.3, h)}
+    for i in range(GEMMA["layers"]):
+        for name, shape in shapes.items():
+            weights[f"model.layers.{i}.{name}.weight"] = rng.normal(0, 0.2, shape)
+        for name, size in norms.items():
+            weights[f"model.layers.{i}.{name}.weight"] = rng.normal(0, 0.3, size)
+    return {k: v.astype(np.float32) for k, v in weights.items()}
+
+
+def write_tiny_gemma3_gguf(path: Path, seed: int = 0) -> tuple[Path, dict[str, np.ndarray]]:
+    """A random Gemma 3 as llama.cpp writes it: norms stored as 1 + w, the embedding and the attention
+    projections Q8_0 (the rest float32), a SentencePiece table with no merges, no chat template. Returns the
+    path and the Hugging Face-layout float32 weights the file holds."""
+    import gguf
+
+    tokens = gemma_tokens()
+    weights = tiny_gemma_weights(len(tokens), seed)
+    writer = gguf.GGUFWriter(str(path), "gemma3")
+    writer.add_block_count(GEMMA["layers"])
+    writer.add_context_length(512)
+    writer.add_embedding_length(GEMMA["hidden"])
+    writer.add_feed_forward_length(GEMMA["ffn"])
+    writer.add_head_count(GEMMA["heads"])
+    writer.add_head_count_kv(GEMMA["kv_heads"])
+    writer.add_key_length(GEMMA["head_dim"])
+    writer.add_value_length(GEMMA["head_dim"])
+    writer.add_rope_freq_base(1_000_000.0)
+    writer.add_layer_norm_rms_eps(GEMMA["eps"])
+    writer.add_sliding_window(512)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens)
+    writer.add_token_scores([0.0] * len(tokens))
+    writer.add_token_types([3 if t in GEMMA_SPECIALS else 6 if t.startswith("<0x") else 1 for t in tokens])
+    for key, value in (("bos", 2), ("eos", 1), ("unk", 3), ("pad", 0)):
+        getattr(writer, f"add_{key}_token_id")(value)
+    writer.add_add_bos_token(True)
+    held = {}
+    for name, w in weights.items():
+        if name.startswith("model.layers."):
+            _, _, layer, *rest = name.split(".")
+            gguf_name = f"blk.{layer}.{GEMMA_LAYER['.'.join(rest[:-1])]}.weight"
+        else:
+            gguf_name = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}[
+                name
+            ]
+        if name.endswith("norm.weight"):
+            writer.add_tensor(gguf_name, w + 1.0)  # llama.cpp's Gemma converter adds the 1
+            held[name] = w
+        elif "embed" in name or "self_attn" in name:
+            kind = gguf.GGMLQuantizationType.Q8_0
+            writer.add_tensor(gguf_name, gguf.quants.quantize(w, kind), raw_dtype=kind)
+            held[name] = gguf.quants.dequantize(gguf.quants.quantize(w, kind), kind).astype(np.float32)
+        else:
+            writer.add_tensor(gguf_name, w)
+            held[name] = w
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path, held
