@@ -50,7 +50,8 @@ class AugmentCommand(click.Command):
 @click.option(
     "--llm",
     default=None,
-    help="An instruct LLM: smollm2-135m-instruct (built in, offline, English), an mlx-lm model directory or a "
+    help="An LLM: smollm2-135m-instruct (built in, offline, English), gemma3-270m (built in, offline, "
+    "multilingual; a base model, which continues a list of each class's seeds), an mlx-lm model directory or a "
     "hub id. Omitted: token edits of the seeds, no LLM.",
 )
 @click.option(
