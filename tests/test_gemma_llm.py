@@ -95,9 +95,12 @@ def test_a_gemma3_gguf_in_pieces_converts_to_the_model_it_holds(tiny_gguf, tmp_p
 
     _, weights = tiny_gguf
     llm = split_builtin(tiny_gguf, tmp_path, monkeypatch)
+    stale = tmp_path / "cache" / "llms" / f".{NAME}.gguf-99999999-abc"  # a killed conversion's joined file
+    stale.mkdir(parents=True)
+    (stale / "joined.gguf").write_bytes(b"GGUF")
     directory = ensure_builtin_llm(NAME, progress=False)
     assert cache_problem(llm, directory) is None
-    assert not list(directory.parent.glob(".*gguf-*"))  # the joined file was a temporary one
+    assert not list(directory.parent.glob(".*gguf-*"))  # the joined file was a temporary one; the stale one went
     config = json.loads((directory / "config.json").read_text())
     assert config["model_type"] == "gemma3_text" and config["head_dim"] == 32 and config["num_key_value_heads"] == 1
     assert config["quantization"] == {"group_size": 64, "bits": 8}

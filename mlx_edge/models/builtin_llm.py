@@ -17,6 +17,7 @@ it to continue a list of real examples (augment/prompt.py) instead of instructin
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -154,7 +155,8 @@ def build(llm: BuiltinLlm, pieces: list[Path], final: Path) -> None:
     A GGUF in pieces is joined in a temporary directory beside `final` first, and checked whole."""
     for path, piece in zip(pieces, llm.pieces):
         check_source(path, piece)
-    with tempfile.TemporaryDirectory(prefix=f".{final.name}.gguf-", dir=_parent(final)) as scratch:
+    # named as convert_into's staging folders are, so a killed conversion's joined file is removed by the next
+    with tempfile.TemporaryDirectory(prefix=f".{final.name}.gguf-{os.getpid()}-", dir=_parent(final)) as scratch:
         gguf = pieces[0] if len(pieces) == 1 else join_pieces(pieces, Path(scratch) / "joined.gguf", llm)
         convert_into(
             final,
