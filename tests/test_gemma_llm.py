@@ -176,3 +176,20 @@ def test_an_mlx_lm_model_without_a_chat_template_is_prompted_with_the_list_as_it
 def _class_of(prompt: str) -> str:
     finance = {r["text"] for r in AUGMENT_SEEDS if r["label"] == "finance"}
     return "finance" if prompt.split("\n")[0][2:] in finance else "health"
+
+
+def test_adapt_teaches_a_base_model_the_list_augment_will_prompt_it_with(tiny_gguf, tmp_path, monkeypatch):
+    from mlx_lm import load
+
+    from mlx_edge.augment.adapt import _dataset, _render
+    from mlx_edge.augment.adapt_data import Pair
+
+    split_builtin(tiny_gguf, tmp_path, monkeypatch)
+    _, tokenizer = load(str(ensure_builtin_llm(NAME, progress=False)))
+    pair = Pair("finance", ("pay the rent", "交房租"), ("pay the  bill", "交电费"))
+    record = _render(pair, tokenizer)
+    assert record["prompt"] == build_list_prompt(list(pair.shots))  # what augment sends this model
+    tokens, offset = _dataset([record], tokenizer).process(record)
+    assert tokens[:offset] == list(tokenizer.encode(record["prompt"])) and tokens[-1] == tokenizer.eos_token_id
+    answer = tokenizer.decode(tokens[offset:-1])
+    assert parse_continuation(answer) == ["pay the bill", "交电费"]  # what augment would keep of it

@@ -184,12 +184,17 @@ def _warn_left_out(train_rows: dict[str, list[str]], pairs: list[Pair]) -> None:
 
 def _length(tokenizer) -> Callable[[Pair], int]:
     dataset = _dataset([], tokenizer)
-    return lambda pair: len(dataset.process(pair.render())[0])
+    return lambda pair: len(dataset.process(_render(pair, tokenizer))[0])
+
+
+def _render(pair: Pair, tokenizer) -> dict:
+    """The pair as augment will prompt this model: instructed (chat template) or continuing a list (none)."""
+    return pair.render(completion=not getattr(tokenizer, "has_chat_template", False))
 
 
 def _dataset(records: list[dict], tokenizer):
     """mlx-lm's prompt/completion dataset, the prompt masked out of the loss; without a chat template,
-    the prompt as augment sends it then (generate.MlxLmGenerator.format)."""
+    the list prompt as augment sends it then (generate.MlxLmGenerator.format), its continuation the answer."""
     from mlx_lm.tuner.datasets import CompletionsDataset  # lazy: mlx-lm only where an LLM is trained
 
     if getattr(tokenizer, "has_chat_template", False):
@@ -198,13 +203,13 @@ def _dataset(records: list[dict], tokenizer):
 
 
 class _PlainCompletions:
-    """CompletionsDataset's shape for a model without a chat template: prompt + "\\n", answer, eos."""
+    """CompletionsDataset's shape for a model without a chat template: the list prompt, its continuation, eos."""
 
     def __init__(self, records: list[dict], tokenizer):
         self._data, self.tokenizer = records, tokenizer
 
     def process(self, record: dict) -> tuple[list[int], int]:
-        prompt = list(self.tokenizer.encode(record["prompt"] + "\n"))
+        prompt = list(self.tokenizer.encode(record["prompt"]))
         answer = list(self.tokenizer.encode(record["completion"], add_special_tokens=False))
         return prompt + answer + [self.tokenizer.eos_token_id], len(prompt)
 
@@ -233,9 +238,11 @@ def _train(llm, tokenizer, train_pairs, val_pairs, settings, staging, on_step, p
     np.random.seed(s.seed)  # mlx-lm's batch order
     llm.freeze()
     linear_to_lora_layers(llm, layers, {"rank": s.rank, "dropout": LORA_DROPOUT, "scale": LORA_SCALE})
-    train_set = CacheDataset(_dataset([p.render() for p in train_pairs], tokenizer))
+    train_set = CacheDataset(_dataset([_render(p, tokenizer) for p in train_pairs], tokenizer))
     val_set = (
-        CacheDataset(_dataset([p.render() for p in val_pairs], tokenizer)) if len(val_pairs) >= s.batch_size else None
+        CacheDataset(_dataset([_render(p, tokenizer) for p in val_pairs], tokenizer))
+        if len(val_pairs) >= s.batch_size
+        else None
     )
     steps = len(train_set) // s.batch_size  # every pair once: the pairs already hold every epoch
     args = TrainingArgs(

@@ -2,7 +2,8 @@
 
 Each pair's prompt is `build_prompt(label, shots, n)`, the very user message augment sends (the same
 template, shots of one script, the same language hint), and its answer is n real examples of the
-class, one per line: what augment then parses. An adapted model is trained on exactly the requests
+class, one per line: what augment then parses. For a base model (no chat template) the prompt is the
+list augment sends it (`build_list_prompt(shots)`) and the answer the list's next n lines. An adapted model is trained on exactly the requests
 it will get. Each row is an answer line once per epoch; the shots are other rows of its class.
 """
 
@@ -12,7 +13,7 @@ import random
 from dataclasses import dataclass
 
 from mlx_edge.augment.dedup import has_cjk
-from mlx_edge.augment.prompt import build_prompt
+from mlx_edge.augment.prompt import build_list_prompt, build_prompt
 
 
 @dataclass(frozen=True)
@@ -23,9 +24,12 @@ class Pair:
     shots: tuple[str, ...]
     answer: tuple[str, ...]
 
-    def render(self) -> dict:
-        """The prompt/completion record mlx-lm's CompletionsDataset reads."""
+    def render(self, *, completion: bool = False) -> dict:
+        """The prompt/completion record mlx-lm's CompletionsDataset reads; `completion`: a base model's, the
+        answer continuing the prompt's list ("x\n- y\n": each line finished, as augment keeps only those)."""
         lines = [" ".join(t.split()) for t in self.answer]  # a text's own newline would read as two examples
+        if completion:
+            return {"prompt": build_list_prompt(list(self.shots)), "completion": "\n- ".join(lines) + "\n"}
         return {"prompt": build_prompt(self.label, list(self.shots), len(lines)), "completion": "\n".join(lines)}
 
     def shrink(self) -> list[Pair]:
