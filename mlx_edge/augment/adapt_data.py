@@ -3,8 +3,9 @@
 Each pair's prompt is `build_prompt(label, shots, n)`, the very user message augment sends (the same
 template, shots of one script, the same language hint), and its answer is n real examples of the
 class, one per line: what augment then parses. For a base model (no chat template) the prompt is the
-list augment sends it (`build_list_prompt(shots)`) and the answer the list's next n lines. An adapted model is trained on exactly the requests
-it will get. Each row is an answer line once per epoch; the shots are other rows of its class.
+list augment sends it (`build_list_prompt(shots)`) and the answer the list's next n lines. An adapted
+model is trained on exactly the requests it will get. Each row is an answer line once per epoch; the
+shots are other rows of its class.
 """
 
 from __future__ import annotations
