@@ -435,17 +435,13 @@ def _llm_round(
     )
     for c in slots:
         counts[c].answers += 1
-    if completion:
-        return [
-            (c, t)
-            for c, answer in zip(slots, answers)
-            for t in parse_continuation(answer, min_chars=min_chars, max_chars=max_chars)
-        ]
-    return [
-        (c, t)
-        for c, answer in zip(slots, answers)
-        for t in parse_answer(answer, label=c, min_chars=min_chars, max_chars=max_chars)
-    ]
+
+    def candidates(label: str, answer: str) -> list[str]:
+        if completion:
+            return parse_continuation(answer, min_chars=min_chars, max_chars=max_chars)
+        return parse_answer(answer, label=label, min_chars=min_chars, max_chars=max_chars)
+
+    return [(c, t) for c, answer in zip(slots, answers) for t in candidates(c, answer)]
 
 
 def _filter(

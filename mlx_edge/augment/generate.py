@@ -36,9 +36,13 @@ class MlxLmGenerator:
     def __init__(self, model, tokenizer, name: str):
         self.model, self.tokenizer, self.name = model, tokenizer, name
         self.chat_template = bool(getattr(tokenizer, "has_chat_template", False))
-        self.completion = not self.chat_template
         self.tokens = 0
         self.weight_bytes = sum(v.nbytes for _, v in tree_flatten(model.parameters()))
+
+    @property
+    def completion(self) -> bool:
+        """A base model: no chat template to wrap an instruction in, so it is given a list to continue."""
+        return not self.chat_template
 
     def format(self, prompt: str) -> list[int]:
         if self.chat_template:

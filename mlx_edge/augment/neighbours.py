@@ -58,14 +58,16 @@ def teacher_edits(
     k: int = NEIGHBOURS,
     max_length: int = 128,
     han_vocab: int | None = None,
+    tokenizer: TextTokenizer | None = None,
 ) -> list[str]:
     """Up to `per_text` new sentences for each of `texts`, in text order, none equal to its source
-    or to another of its own (a text with few replaceable words gives fewer)."""
+    or to another of its own (a text with few replaceable words gives fewer). `tokenizer`: the teacher's,
+    when the caller has it loaded already."""
     if per_text < 0:
         raise ValueError("per_text must be >= 0")
     if per_text == 0 or not texts:
         return []
-    tokenizer = load_tokenizer(teacher)
+    tokenizer = tokenizer or load_tokenizer(teacher)
     ids = [list(x) for x in tokenizer.encode_batch(texts, max_length=max_length)]
     plan = _Plan(tokenizer, ids, _word_table(Path(teacher)), k, HAN_VOCAB if han_vocab is None else han_vocab)
     out = []
@@ -226,11 +228,10 @@ def write_teacher_edits(
         raise OutputError(f"{out} exists", "pass --force to replace it, or another --out")
     labels = load_config(teacher).labels
     rows = student_rows(teacher, train, dev, labels, dev_fraction, seed, text_column, label_column)
-    sentences = teacher_edits(teacher, rows.train.texts, per_text, seed=seed)
+    tokenizer = load_tokenizer(teacher)  # once, for the edits and the bags' Chinese pool
+    sentences = teacher_edits(teacher, rows.train.texts, per_text, seed=seed, tokenizer=tokenizer)
     made_bags = (
-        word_bags(rows.train.texts, bags, han=han_pieces(load_tokenizer(teacher).pieces(), HAN_VOCAB), seed=seed)
-        if bags
-        else []
+        word_bags(rows.train.texts, bags, han=han_pieces(tokenizer.pieces(), HAN_VOCAB), seed=seed) if bags else []
     )
 
     def text(path: Path, texts: list[str]) -> str:

