@@ -40,7 +40,8 @@ HEADER = """\
 # A line under a section's name.
 NOTES = {
     "teacher": "Either fine-tune `model`, or use a teacher you already trained with `dir`.",
-    "augment": "Optional: synthetic rows per class, cleaned by the teacher; uncomment it to run (needs [data] dev).",
+    "augment": "Optional: synthetic rows per class, cleaned by the teacher; uncomment it to run (with no [data] dev, "
+    "they are transfer text only).",
     "label": "The teacher layers to cache follow from [distill] (student, layer_map, loss weights).",
     "distill": "The student every bundle but static is made from (int4: when it is auto), and their settings.",
 }

@@ -30,6 +30,7 @@ from mlx_edge.bundle.table import BundleRow, bundle_row
 from mlx_edge.check import check_bundle
 from mlx_edge.data import LabelMap, is_english, language_of, read_labeled
 from mlx_edge.datasets import WORDNET_SENTENCES, broad_english
+from mlx_edge.distill.api import student_rows
 from mlx_edge.distill.loop import LoopConfig
 from mlx_edge.distill.student import parse_layer_map, student_config
 from mlx_edge.errors import AugmentMismatch, ConfigError, DataError, DataWarning, SetupMismatch
@@ -344,25 +345,35 @@ def run_pipeline(
 
     # 1b. augment (when configured): synthetic rows cleaned by the teacher; label and distill then read
     # the training file and them together, from one file the stage writes. What the teacher rejected
-    # (and the surplus) joins the transfer set: the LLM's text, labeled softly by the teacher
+    # (and the surplus) joins the transfer set: the LLM's text, labeled softly by the teacher. With no
+    # dev file (distill cuts its dev split from the training file) every line is transfer text only,
+    # written from the rows distill trains on: no synthetic row can land in that split
     train, text_column, label_column = config.train, config.text_column, config.label_column
     unlabeled = tuple(config.unlabeled)
+    ds = distill_settings(config, edits_per_row, broad)
     if config.augment:
         augment_dir = out / "augment"
-        train, text_column, label_column = augment_dir / "train+synthetic.jsonl", None, None
+        llm_text = augment_dir / AUGMENT_TRANSFER  # absent in a workspace from before it was written
         adapter = config.augment.get("adapter")  # its weights by content: a retrained adapter reruns the stage
         weights = [Path(adapter) / "adapters.safetensors"] if adapter else []
         data_fp = fingerprint(data_fp, "augment", config.augment, teacher_fp, config.seed, *weights)
+        if config.dev is None:  # the seeds are distill's training rows: its split's settings are inputs
+            data_fp = fingerprint(data_fp, "lines only", ds.dev_fraction, ds.seed)
+            output, rows = llm_text, ds
+        else:
+            train, text_column, label_column = augment_dir / "train+synthetic.jsonl", None, None
+            output, rows = train, None
         stage(
-            "augment", train, data_fp, lambda: log(format_details(_augment(config, teacher_dir, augment_dir, progress)))
+            "augment",
+            output,
+            data_fp,
+            lambda: log(format_details(_augment(config, teacher_dir, augment_dir, progress, rows))),
         )
-        llm_text = augment_dir / AUGMENT_TRANSFER  # absent in a workspace from before it was written
         if llm_text.is_file() and llm_text.stat().st_size:
             unlabeled += (llm_text,)
 
     # 1c. teacher edits (when configured): new sentences from the training rows, a transfer set that
     # label and distill read as an unlabeled file (the rows distill trains on: [distill]'s split)
-    ds = distill_settings(config, edits_per_row, broad)
     bag_files: tuple[Path, ...] = ()  # the edits stage's word bags, when it wrote any
     if edits_per_row:
         edits = out / "edits.jsonl"  # under [data] unlabeled_column's name, as the unlabeled files are read
@@ -484,7 +495,7 @@ def run_pipeline(
     start = time.perf_counter()
     report = final_report(config, teacher_dir, rungs, checks, outcomes)
     if config.augment:
-        report["augment"] = _augment_summary(out / "augment" / "synthetic.jsonl")
+        report["augment"] = _augment_summary(out / "augment" / "synthetic.jsonl", rows=config.dev is not None)
     report["stages"].append(asdict(StageOutcome("report", "ran", time.perf_counter() - start, str(out))))
     report["seconds"] = time.perf_counter() - began  # the whole run, start-up and fingerprints included
     atomic_write_json(out / "report.json", report)
@@ -501,7 +512,7 @@ def _width(student_dir: Path) -> int | None:
 
 
 def _check_augment(config: PipelineConfig) -> None:
-    """An [augment] section needs per_class, and a dev file: distill's own dev split would hold synthetic rows."""
+    """An [augment] section needs per_class; llm and adapter, when given, are names in quotes."""
     if not config.augment:
         return
     per_class = config.augment.get("per_class")
@@ -511,45 +522,61 @@ def _check_augment(config: PipelineConfig) -> None:
         raise ConfigError('[augment] llm must be a name, directory or hub id in quotes, e.g. "smollm2-135m-instruct"')
     if "adapter" in config.augment and not (isinstance(config.augment["adapter"], str) and "llm" in config.augment):
         raise ConfigError('[augment] adapter needs llm too, and a directory in quotes: adapter = "adapter"')
-    if config.dev is None:
-        raise ConfigError(
-            "[augment] needs [data] dev = FILE: without it distill takes its dev split from real and synthetic rows",
-            "add a dev file of real examples",
-        )
 
 
-def _augment(config: PipelineConfig, teacher_dir: Path, directory: Path, progress: bool) -> AugmentResult:
-    """Run (or resume) augment into `directory`, then write the training rows and the synthetic ones as one file."""
+def _augment(
+    config: PipelineConfig, teacher_dir: Path, directory: Path, progress: bool, lines_only: DistillSettings | None
+) -> AugmentResult:
+    """Run (or resume) augment into `directory`. With a dev file: the training rows and the synthetic
+    ones as one file, what augment did not keep as transfer text. `lines_only` (no dev file; distill's
+    settings): the LLM writes from the rows distill trains on, and every line is transfer text."""
     section = config.augment
+    columns = {"text_column": config.text_column, "label_column": config.label_column}
+    seeds = config.train
+    if lines_only is not None:  # distill's own split of the training file, as the edits stage takes it
+        labels = load_config(teacher_dir).labels
+        split = student_rows(
+            teacher_dir, config.train, None, labels, lines_only.dev_fraction, lines_only.seed, **columns
+        )
+        seeds, columns = directory / "seeds.jsonl", {"text_column": None, "label_column": None}
+        directory.mkdir(parents=True, exist_ok=True)
+        rows = (
+            json.dumps({"text": t, "label": y}, ensure_ascii=False)
+            for t, y in zip(split.train.texts, split.train.labels)
+        )
+        atomic_write_text(seeds, "".join(r + "\n" for r in rows))
     kwargs = dict(
-        seeds=config.train,
+        seeds=seeds,
         out=directory / "synthetic.jsonl",
         per_class=section["per_class"],
         llm=section.get("llm"),
         adapter=section.get("adapter"),
         teacher=teacher_dir,
-        text_column=config.text_column,
-        label_column=config.label_column,
         progress=progress,
+        **columns,
         **stage_settings(config, "augment").kwargs(),
     )
     try:
         result = run_augment(**kwargs)  # resumes an interrupted run of this very setup
     except AugmentMismatch:  # the work of older settings: this stage owns the directory, start over
         result = run_augment(**kwargs, force=True)
-    real = read_labeled(config.train, text_column=config.text_column, label_column=config.label_column)
-    rows = [json.dumps({"text": t, "label": y}, ensure_ascii=False) for t, y in zip(real.texts, real.labels)]
-    synthetic = Path(result.out).read_text(encoding="utf-8")
-    atomic_write_text(directory / "train+synthetic.jsonl", "".join(r + "\n" for r in rows) + synthetic)
-    # the texts augment did not keep, as transfer text: once each, none a training, synthetic, dev or test
-    # text (a file of nothing but those would be refused by label), under [data] unlabeled_column's name
     columns = {"text_column": config.text_column, "label_column": config.label_column}
+    real = read_labeled(config.train, **columns)
+    synthetic = Path(result.out).read_text(encoding="utf-8")
+    sources, labeled = [Path(result.transfer)], list(real.texts)
+    if lines_only is not None:
+        sources.insert(0, Path(result.out))  # the rows it kept, their labels dropped: the teacher's soft ones serve
+    else:
+        rows = [json.dumps({"text": t, "label": y}, ensure_ascii=False) for t, y in zip(real.texts, real.labels)]
+        atomic_write_text(directory / "train+synthetic.jsonl", "".join(r + "\n" for r in rows) + synthetic)
+        labeled += [json.loads(r)["text"] for r in synthetic.splitlines()]
+    # the transfer text: once each, none a training, synthetic, dev or test text (a file of nothing but
+    # those would be refused by label), under [data] unlabeled_column's name
     held_out = [t for path in (config.dev, config.test) if path for t in read_labeled(path, **columns).texts]
-    labeled = [*real.texts, *(json.loads(r)["text"] for r in synthetic.splitlines())]
     try:
         with warnings.catch_warnings():  # dev/test repeats are dropped here, as label and distill would
             warnings.simplefilter("ignore", DataWarning)
-            texts = transfer_set([Path(result.transfer)], labeled=labeled, held_out=held_out).texts
+            texts = transfer_set(sources, labeled=labeled, held_out=held_out).texts
     except DataError:  # no text, or none left
         texts = []
     column = config.unlabeled_column or "text"
@@ -559,8 +586,9 @@ def _augment(config: PipelineConfig, teacher_dir: Path, directory: Path, progres
     return result
 
 
-def _augment_summary(synthetic: Path) -> dict:
-    """Synthetic rows kept per class, from the augment manifest (a skipped stage's too)."""
+def _augment_summary(synthetic: Path, *, rows: bool) -> dict:
+    """Synthetic rows kept per class, from the augment manifest (a skipped stage's too); `rows`: they
+    joined the training rows (a run with a dev file), else they are transfer text."""
     manifest = json.loads(synthetic.with_name(synthetic.name + ".manifest.json").read_text(encoding="utf-8"))
     kept = {label: counts["kept"] for label, counts in manifest["report"].items()}
     transfer = synthetic.with_name(AUGMENT_TRANSFER)
@@ -570,6 +598,7 @@ def _augment_summary(synthetic: Path) -> dict:
         "llm": manifest["setup"]["llm"],
         "kept": kept,
         "complete": manifest["complete"],
+        "rows": rows,
         "transfer": {"file": str(transfer), "texts": texts},
     }
 
@@ -714,8 +743,12 @@ def format_report(report: dict) -> str:
         a = report["augment"]
         kept = ", ".join(f"{label} {n}" for label, n in a["kept"].items())
         texts = a.get("transfer", {}).get("texts", 0)  # (a report of an older version has no count)
-        rest = f"; {texts} texts it did not keep joined the transfer set" if texts else ""
-        lines.append(f"augment ({a['llm'] or 'token edits'}): {sum(a['kept'].values())} synthetic rows ({kept}){rest}")
+        name = a["llm"] or "token edits"
+        if a.get("rows", True):  # (a report of an older version has no "rows": they were rows)
+            rest = f"; {texts} texts it did not keep joined the transfer set" if texts else ""
+            lines.append(f"augment ({name}): {sum(a['kept'].values())} synthetic rows ({kept}){rest}")
+        else:
+            lines.append(f"augment ({name}): {texts} texts joined the transfer set, as no dev file was given ({kept})")
     p = report["parameters"]
     lines.append(
         f"size: teacher {p['teacher'] / 1e6:.1f}M parameters, student {p['student'] / 1e6:.1f}M"

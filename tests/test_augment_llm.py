@@ -24,7 +24,7 @@ from mlx_edge.augment.api import augment
 from mlx_edge.augment.generate import MlxLmGenerator, unpack_for_cpu
 from mlx_edge.augment.report import format_details
 from mlx_edge.cli import main
-from mlx_edge.data import read_labeled
+from mlx_edge.data import read_labeled, split_dev
 from mlx_edge.fileio import sha256_file
 from mlx_edge.models import builtin, builtin_llm, smollm
 from mlx_edge.models.builtin import Source
@@ -250,7 +250,7 @@ def test_cli_json_and_text_carry_the_report(tmp_path, trained_teacher):
 MICRO_STUDENT = {"num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 4, "intermediate_size": 48}
 
 
-def write_config(tmp_path: Path, teacher: Path, toy_data, *, per_class: int = 3) -> Path:
+def write_config(tmp_path: Path, teacher: Path, toy_data, *, per_class: int = 3, dev: bool = True) -> Path:
     """Token edits (no llm): rows the tiny teacher keeps, so the stage's output is never empty."""
     (tmp_path / "student.json").write_text(json.dumps(MICRO_STUDENT))
     lines = [
@@ -259,7 +259,7 @@ def write_config(tmp_path: Path, teacher: Path, toy_data, *, per_class: int = 3)
         'bundles = ["fp16"]',
         "[data]",
         f'train = "{toy_data[0]}"',
-        f'dev = "{toy_data[1]}"',
+        *([f'dev = "{toy_data[1]}"'] if dev else []),
         "teacher_edits = 0",  # auto would add a transfer set to these 240 rows: minutes, not seconds
         "broad_text = 0",
         "[teacher]",
@@ -324,16 +324,49 @@ def test_run_with_an_augment_section_runs_it_as_a_stage(tmp_path, trained_teache
     assert read_labeled(work / "augment" / "synthetic.jsonl").counts() == {"finance": 2, "health": 2}  # not resumed
 
 
+@pytest.mark.slow  # one pipeline run, ending in an export
+def test_with_no_dev_file_the_lines_are_transfer_text_written_from_distills_training_rows(
+    tmp_path, trained_teacher, toy_data
+):
+    # a teacher trained on its own 20% split of this training file (its manifest says so; the weights
+    # are the fixture's): distill's dev rows are that split, and no line may be written from them
+    teacher = tmp_path / "teacher"
+    shutil.copytree(trained_teacher, teacher)
+    manifest = json.loads((teacher / "mlx_edge_manifest.json").read_text())
+    manifest["data"] |= {"dev": None, "dev_fraction": 0.2, "seed": 3}
+    (teacher / "mlx_edge_manifest.json").write_text(json.dumps(manifest))
+    config = write_config(tmp_path, teacher, toy_data, dev=False)
+    result = CliRunner().invoke(main, ["run", str(config), "--quiet"])
+    assert result.exit_code == 0, result.output
+    work = tmp_path / "work"
+    assert statuses(tmp_path) == {s: "ran" for s in ("augment", "label", "distill", "export")} | {"teacher": "given"}
+    real = read_labeled(toy_data[0])
+    train_rows, dev_rows = split_dev(real, fraction=0.2, seed=3)
+    seeds = read_labeled(work / "augment" / "seeds.jsonl")
+    assert (seeds.texts, seeds.labels) == (train_rows.texts, train_rows.labels) and len(dev_rows) == 48
+    assert not (work / "augment" / "train+synthetic.jsonl").exists()  # no synthetic labeled row
+    kept = read_labeled(work / "augment" / "synthetic.jsonl").texts
+    transfer = [json.loads(line)["text"] for line in (work / "augment" / "transfer.jsonl").read_text().splitlines()]
+    assert set(kept) <= set(transfer) and len(transfer) == len(set(transfer)) and kept
+    assert not set(transfer) & set(real.texts)
+    targets = json.loads((work / "targets" / "mlx_edge_manifest.json").read_text())
+    assert targets["examples"] == len(real) + len(transfer)  # the real rows, then the lines as transfer text
+    student = json.loads((work / "student" / "report.json").read_text())
+    assert student["transfer_rows"] == len(transfer)
+    report = json.loads((work / "report.json").read_text())
+    assert report["augment"]["rows"] is False and report["augment"]["transfer"]["texts"] == len(transfer)
+    assert f"augment (token edits): {len(transfer)} texts joined the transfer set, as no dev file" in result.output
+
+
 def test_augment_section_mistakes_are_one_line(tmp_path, toy_data):
-    def run(augment_lines: list[str], dev: bool = True) -> object:
+    def run(augment_lines: list[str]) -> object:
         path = tmp_path / "c.toml"
-        data = [f'train = "{toy_data[0]}"'] + ([f'dev = "{toy_data[1]}"'] if dev else [])
+        data = [f'train = "{toy_data[0]}"', f'dev = "{toy_data[1]}"']
         path.write_text("\n".join(["[data]", *data, "[teacher]", 'dir = "t"', "[augment]", *augment_lines]) + "\n")
         return CliRunner().invoke(main, ["run", str(path)])
 
     assert_one_line_error(run(["llm = 'x'"]), "[augment] needs per_class = N")
     assert_one_line_error(run(["per_class = 0"]), "[augment] needs per_class = N")
-    assert_one_line_error(run(["per_class = 5"], dev=False), "[augment] needs [data] dev = FILE")
     result = run(["per_class = 5", "min_confidense = 0.5"])
     assert_one_line_error(result, "unknown setting 'min_confidense' in [augment]")
     assert "did you mean 'min_confidence'" in result.output

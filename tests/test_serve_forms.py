@@ -266,7 +266,7 @@ def test_model_fields_take_built_in_names_or_paths_inside_the_models_folder_only
     assert "takes no model paths" in refused("augment_llm", "/etc", models_dir=None)
 
 
-def test_upload_jobs_read_the_uploads_and_augment_needs_a_dev_file(tmp_path):
+def test_upload_jobs_read_the_uploads_and_augment_takes_either(tmp_path):
     uploads = {"train": str(tmp_path / "a.jsonl"), "dev": str(tmp_path / "b.jsonl")}
     params = distill_params({**DISTILL_DEFAULTS, "data": "upload"}, {"train_file": "t.csv", "dev_file": "d.csv"})
     config = pipeline_config(params, tmp_path, uploads)
@@ -275,8 +275,10 @@ def test_upload_jobs_read_the_uploads_and_augment_needs_a_dev_file(tmp_path):
     augment = pipeline_config(on, tmp_path, {}).augment
     assert augment["per_class"] == 7 and augment["llm"] == DISTILL_DEFAULTS["augment_llm"]
     assert pipeline_config(params, tmp_path, uploads).augment == {}  # off unless asked for
-    with pytest.raises(FormErrors, match="augment needs a dev file"):
-        distill_params({**DISTILL_DEFAULTS, "data": "upload", "augment": "on"}, {"train_file": "t.csv"})
+    # no dev file: the pipeline takes the LLM's lines as transfer text only (tests/test_augment_llm.py)
+    alone = distill_params({**DISTILL_DEFAULTS, "data": "upload", "augment": "on"}, {"train_file": "t.csv"})
+    config = pipeline_config(alone, tmp_path, {"train": uploads["train"]})
+    assert config.dev is None and config.augment["per_class"] == int(DISTILL_DEFAULTS["augment_per_class"])
 
 
 def test_an_unlabeled_upload_is_the_transfer_set_with_either_data(tmp_path):

@@ -161,8 +161,6 @@ def distill_params(
         "device": _device(r),
         "bundles": r.choices("bundles", BUNDLE_KINDS),
     }
-    if params["augment_per_class"] and data == "upload" and "dev_file" not in files:
-        r.errors["augment"] = "augment needs a dev file of real examples: upload one, or turn augment off"
     if r.errors:
         raise FormErrors(r.errors)
     return params
