@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from mlx_edge.settings import (
+    AUGMENT_ANSWER_TOKENS,
+    AUGMENT_LIST_TOKENS,
     BROAD_STEP_BUDGET,
     CONFIG_SECTIONS,
     DEMO_TEACHER,
@@ -97,8 +99,8 @@ COMMENTS: dict[str, dict[str, str]] = {
         "self_train": "auto (below 1,000 labeled rows) | yes | no: learn again from its surest answers on [data] unlabeled",
     },
     "augment": {
-        "per_class": "new examples per class, added to train for label and distill",
-        "llm": "unset: token edits; built in (offline, English), an mlx-lm dir or a hub id",
+        "per_class": "new examples per class: labeled rows, or transfer text with no [data] dev",
+        "llm": "unset: token edits; a built-in name (mlx-edge doctor lists them), an mlx-lm dir or a hub id",
         "adapter": "a LoRA adapter of llm (`mlx-edge augment adapt`)",
         "min_confidence": "drop rows the teacher labels with less confidence",
         "relabel": "keep rows the teacher labels otherwise, under its label",
@@ -106,7 +108,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "per_prompt": "new examples asked for per prompt",
         "batch_size": "prompts generated together",
         "max_rounds": "stop after this many rounds even if a class is short",
-        "max_tokens": "token limit per answer",
+        "max_tokens": f"unset: {AUGMENT_ANSWER_TOKENS} for a chat model, {AUGMENT_LIST_TOKENS} for a base model (a list)",
         "temperature": "sampling temperature",
         "top_p": "nucleus sampling mass",
         "seed": UNSET_SEED,
@@ -197,7 +199,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "unlabeled_column": "text",
     },
     "teacher": {"dir": "teacher", "max_length": 128, "freeze_embeddings": False},
-    "augment": {"llm": "smollm2-135m-instruct", "adapter": "adapter"},
+    "augment": {"llm": "smollm2-135m-instruct", "adapter": "adapter", "max_tokens": AUGMENT_LIST_TOKENS},
     "label": {"max_length": 128},
     "distill": {
         "vocab_extra": NEW_STUDENT_VOCAB_EXTRA,

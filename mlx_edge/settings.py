@@ -426,7 +426,7 @@ class AugmentSettings(StageSettings):
     per_prompt: int = 10
     batch_size: int = 8
     max_rounds: int = 50
-    max_tokens: int = 512
+    max_tokens: int | None = None  # None: AUGMENT_ANSWER_TOKENS for a chat model, AUGMENT_LIST_TOKENS for a base one
     temperature: float = 0.8
     top_p: float = 0.95
     seed: int = 0
@@ -512,6 +512,11 @@ TEACHER_EDITS = 20
 # (edits and broad text as well), the same teachers: 100 rows, seeds 0-2, students 73.7 / 73.2 / 70.5%
 # against 70.2 / 71.2 / 70.0%; 300 rows, seed 0, 84.8% against 83.3%; about 1 more label minute (docs/distill.md)
 WORD_BAGS = 10_000
+# augment's max_tokens = None: a chat model's answer (a JSON list of per_prompt examples) may take this many
+# tokens; a base model continuing a list of seeds gets AUGMENT_LIST_TOKENS, a few lines (gemma3-270m's kept
+# to-do lines: 9 tokens median, 15 at the 90th percentile; given 512 it wrote about 40 lines, drifting off the list)
+AUGMENT_ANSWER_TOKENS = 512
+AUGMENT_LIST_TOKENS = 64
 # [distill] step_budget of a pipeline run whose transfer set is the teacher's edits (no unlabeled files) and
 # whose [distill] sets none: a student matches the teacher on those near-copies of its rows within a few
 # epochs, then memorizes them. To-do set, 300 rows with the default edits and broad text (15,300 rows, 488

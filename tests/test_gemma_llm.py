@@ -30,6 +30,7 @@ from mlx_edge.manifest import installed_version
 from mlx_edge.models import builtin_llm, gemma
 from mlx_edge.models.builtin import Source
 from mlx_edge.models.builtin_llm import BUILTIN_LLMS, BuiltinLlm, builtin_llm_status, cache_problem, ensure_builtin_llm
+from mlx_edge.settings import AUGMENT_ANSWER_TOKENS, AUGMENT_LIST_TOKENS
 from tests.helpers.llm import AUGMENT_SEEDS, GEMMA_TEXT, write_tiny_gemma3_gguf
 from tests.helpers.tiny import write_jsonl
 
@@ -168,6 +169,21 @@ def test_a_base_model_continues_a_list_and_its_continuation_is_cut_into_candidat
     assert not any("half a li" in r["text"] for r in rows) and result.classes["finance"].kept == 2
     manifest = json.loads((tmp_path / "out.jsonl.manifest.json").read_text())
     assert manifest["prompt"].startswith("- {example}")
+    # unset, the token limit is a few lines of a list for a base model, a whole answer for a chat model;
+    # a limit given is kept either way
+    assert set(generator.max_tokens) == {AUGMENT_LIST_TOKENS} and AUGMENT_LIST_TOKENS < AUGMENT_ANSWER_TOKENS
+    for completion, given, used in ((False, None, AUGMENT_ANSWER_TOKENS), (True, 100, 100), (False, 100, 100)):
+        other = ScriptedGenerator(lambda prompt, n: "- pay the phone bill\n- ", completion=completion)
+        augment(
+            seeds=seeds,
+            out=tmp_path / f"{completion}{given}.jsonl",
+            per_class=1,
+            generator=other,
+            max_tokens=given,
+            max_rounds=1,
+            progress=False,
+        )
+        assert set(other.max_tokens) == {used}
 
 
 def test_an_mlx_lm_model_without_a_chat_template_is_prompted_with_the_list_as_it_is(tiny_gguf, tmp_path, monkeypatch):

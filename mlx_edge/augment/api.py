@@ -37,7 +37,7 @@ from mlx_edge.errors import AugmentError, AugmentMismatch, ConfigError, DataErro
 from mlx_edge.fileio import atomic_write_json, refuse_overwriting_inputs
 from mlx_edge.manifest import file_fingerprint, versions
 from mlx_edge.progress import progress_bar
-from mlx_edge.settings import AUGMENT
+from mlx_edge.settings import AUGMENT, AUGMENT_ANSWER_TOKENS, AUGMENT_LIST_TOKENS
 from mlx_edge.teacher.source import check_local_model, file_hash_of_weights
 
 
@@ -68,7 +68,7 @@ def augment(
     per_prompt: int = AUGMENT.per_prompt,
     batch_size: int = AUGMENT.batch_size,
     max_rounds: int = AUGMENT.max_rounds,
-    max_tokens: int = AUGMENT.max_tokens,
+    max_tokens: int | None = AUGMENT.max_tokens,
     temperature: float = AUGMENT.temperature,
     top_p: float = AUGMENT.top_p,
     seed: int = AUGMENT.seed,
@@ -422,6 +422,8 @@ def _llm_round(
     """One batch of prompts spread over the classes still short; (asked class, text) candidates."""
     slots = [short[(number + i) % len(short)] for i in range(max(batch_size, 1))]
     completion = getattr(generator, "completion", False)
+    if max_tokens is None:  # a few lines of a list, or a whole answer
+        max_tokens = AUGMENT_LIST_TOKENS if completion else AUGMENT_ANSWER_TOKENS
     if completion:  # a base model continues a list of the class's examples (the class is not named)
         prompts = [build_list_prompt(pick_shots(by_class[c], shots, rng)) for c in slots]
     else:

@@ -92,10 +92,12 @@ class ScriptedGenerator:
         self.completion = completion
         self.tokens = 0
         self.prompts: list[str] = []
+        self.max_tokens: list[int] = []  # each call's limit
 
     def generate(
         self, prompts: list[str], *, max_tokens: int, temperature: float, top_p: float, seed: int
     ) -> list[str]:
+        self.max_tokens.append(max_tokens)
         out = []
         for prompt in prompts:
             out.append(self.answer(prompt, self.calls))

@@ -9,7 +9,7 @@ import click
 
 from mlx_edge.cli.augment_adapt import adapt
 from mlx_edge.cli.options import FiniteFloatRange, echo_err, with_columns
-from mlx_edge.settings import AUGMENT
+from mlx_edge.settings import AUGMENT, AUGMENT_ANSWER_TOKENS, AUGMENT_LIST_TOKENS
 
 
 def _class_list(ctx, param, value):
@@ -109,8 +109,8 @@ class AugmentCommand(click.Command):
     "--max-tokens",
     type=click.IntRange(1),
     default=AUGMENT.max_tokens,
-    show_default=True,
-    help="Token limit per answer.",
+    help=f"Token limit per answer [default: {AUGMENT_ANSWER_TOKENS} for a chat model, {AUGMENT_LIST_TOKENS} for a "
+    "base model, which continues a list of the seeds].",
 )
 @click.option(
     "--temperature",
