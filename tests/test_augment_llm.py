@@ -356,6 +356,9 @@ def test_with_no_dev_file_the_lines_are_transfer_text_written_from_distills_trai
     report = json.loads((work / "report.json").read_text())
     assert report["augment"]["rows"] is False and report["augment"]["transfer"]["texts"] == len(transfer)
     assert f"augment (token edits): {len(transfer)} texts joined the transfer set, as no dev file" in result.output
+    again = CliRunner().invoke(main, ["run", str(config), "--quiet"])  # the stage's output is its transfer text
+    assert again.exit_code == 0, again.output
+    assert set(statuses(tmp_path).values()) == {"skipped (up to date)", "given"}
 
 
 def test_augment_section_mistakes_are_one_line(tmp_path, toy_data):
