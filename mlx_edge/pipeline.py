@@ -28,7 +28,7 @@ from mlx_edge.augment.neighbours import EDITS_VERSION, write_teacher_edits
 from mlx_edge.augment.report import AugmentResult, format_details
 from mlx_edge.bundle.table import BundleRow, bundle_row
 from mlx_edge.check import check_bundle
-from mlx_edge.data import LabelMap, is_english, language_of, read_labeled
+from mlx_edge.data import LabeledData, LabelMap, is_english, language_of, read_labeled
 from mlx_edge.datasets import WORDNET_SENTENCES, broad_english
 from mlx_edge.distill.api import student_rows
 from mlx_edge.distill.loop import LoopConfig
@@ -359,15 +359,15 @@ def run_pipeline(
         data_fp = fingerprint(data_fp, "augment", config.augment, teacher_fp, config.seed, *weights)
         if config.dev is None:  # the seeds are distill's training rows: its split's settings are inputs
             data_fp = fingerprint(data_fp, "lines only", ds.dev_fraction, ds.seed)
-            output, rows = llm_text, ds
+            output, lines_only = llm_text, ds
         else:
             train, text_column, label_column = augment_dir / "train+synthetic.jsonl", None, None
-            output, rows = train, None
+            output, lines_only = train, None
         stage(
             "augment",
             output,
             data_fp,
-            lambda: log(format_details(_augment(config, teacher_dir, augment_dir, progress, rows))),
+            lambda: log(format_details(_augment(config, teacher_dir, augment_dir, progress, lines_only))),
         )
         if llm_text.is_file() and llm_text.stat().st_size:
             unlabeled += (llm_text,)
@@ -532,19 +532,15 @@ def _augment(
     settings): the LLM writes from the rows distill trains on, and every line is transfer text."""
     section = config.augment
     columns = {"text_column": config.text_column, "label_column": config.label_column}
-    seeds = config.train
+    seeds, seed_columns = config.train, columns
     if lines_only is not None:  # distill's own split of the training file, as the edits stage takes it
         labels = load_config(teacher_dir).labels
         split = student_rows(
             teacher_dir, config.train, None, labels, lines_only.dev_fraction, lines_only.seed, **columns
         )
-        seeds, columns = directory / "seeds.jsonl", {"text_column": None, "label_column": None}
+        seeds, seed_columns = directory / "seeds.jsonl", {}  # {"text", "label"} rows: augment's default columns
         directory.mkdir(parents=True, exist_ok=True)
-        rows = (
-            json.dumps({"text": t, "label": y}, ensure_ascii=False)
-            for t, y in zip(split.train.texts, split.train.labels)
-        )
-        atomic_write_text(seeds, "".join(r + "\n" for r in rows))
+        atomic_write_text(seeds, _labeled_jsonl(split.train))
     kwargs = dict(
         seeds=seeds,
         out=directory / "synthetic.jsonl",
@@ -553,22 +549,20 @@ def _augment(
         adapter=section.get("adapter"),
         teacher=teacher_dir,
         progress=progress,
-        **columns,
+        **seed_columns,
         **stage_settings(config, "augment").kwargs(),
     )
     try:
         result = run_augment(**kwargs)  # resumes an interrupted run of this very setup
     except AugmentMismatch:  # the work of older settings: this stage owns the directory, start over
         result = run_augment(**kwargs, force=True)
-    columns = {"text_column": config.text_column, "label_column": config.label_column}
     real = read_labeled(config.train, **columns)
-    synthetic = Path(result.out).read_text(encoding="utf-8")
     sources, labeled = [Path(result.transfer)], list(real.texts)
     if lines_only is not None:
         sources.insert(0, Path(result.out))  # the rows it kept, their labels dropped: the teacher's soft ones serve
     else:
-        rows = [json.dumps({"text": t, "label": y}, ensure_ascii=False) for t, y in zip(real.texts, real.labels)]
-        atomic_write_text(directory / "train+synthetic.jsonl", "".join(r + "\n" for r in rows) + synthetic)
+        synthetic = Path(result.out).read_text(encoding="utf-8")
+        atomic_write_text(directory / "train+synthetic.jsonl", _labeled_jsonl(real) + synthetic)
         labeled += [json.loads(r)["text"] for r in synthetic.splitlines()]
     # the transfer text: once each, none a training, synthetic, dev or test text (a file of nothing but
     # those would be refused by label), under [data] unlabeled_column's name
@@ -584,6 +578,13 @@ def _augment(
         directory / AUGMENT_TRANSFER, "".join(json.dumps({column: t}, ensure_ascii=False) + "\n" for t in texts)
     )
     return result
+
+
+def _labeled_jsonl(data: LabeledData) -> str:
+    """`data`'s rows as {"text", "label"} JSON lines (the form augment writes its own rows in)."""
+    return "".join(
+        json.dumps({"text": t, "label": y}, ensure_ascii=False) + "\n" for t, y in zip(data.texts, data.labels)
+    )
 
 
 def _augment_summary(synthetic: Path, *, rows: bool) -> dict:
