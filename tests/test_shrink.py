@@ -124,14 +124,19 @@ def test_a_cut_student_starts_close_to_its_teacher(trained_teacher, toy_data):
     plan = plan_shrink(teacher, narrow, list(range(t.num_hidden_layers)), batch, mask)
     cut = init_student(narrow, mode="teacher", teacher=teacher, shrink=plan)
     rand = init_student(narrow, mode="random", seed=0)
-    want = _logits(teacher, batch, mask).argmax(-1)
-    agree = {}
+    # The fixture teacher separates the dev rows by logit margins of a few hundredths, so a cut that shifts every
+    # margin by a constant flips the argmax of all rows at once (0.5 agreement in one CI run, 1.0 in the next):
+    # the margins' correlation with the teacher's is what says the cut kept the teacher's function.
+    want = _margins(_logits(teacher, batch, mask))
+    close = {}
     for name, model in (("cut", cut), ("random", rand)):
         model.eval()
-        agree[name] = float(np.mean(_logits(model, batch, mask).argmax(-1) == want))
-    # The fixture teacher differs a little from run to run (PyTorch's threaded reductions), and near-tied dev
-    # rows flip with it: 0.85 in one CI run where 0.9+ was usual; random init sits near 0.5.
-    assert agree["cut"] >= 0.8 and agree["cut"] >= agree["random"] + 0.2, agree
+        close[name] = float(np.corrcoef(_margins(_logits(model, batch, mask)), want)[0, 1])
+    assert close["cut"] >= 0.95 and abs(close["random"]) <= close["cut"] - 0.2, close  # random: 0.2 to 0.7 seen
+
+
+def _margins(logits: np.ndarray) -> np.ndarray:
+    return logits[:, 1] - logits[:, 0]
 
 
 def test_a_student_with_other_heads_cannot_be_cut(trained_teacher, toy_data, tmp_path):
