@@ -57,6 +57,11 @@ class CheckResult:
     figures: dict = field(default_factory=dict)
     skipped: bool = False
 
+    def __post_init__(self) -> None:
+        # a comparison of NumPy numbers is a numpy.bool_: summed into a report's counts it made them
+        # numpy.int64, which `check --json` could not print when such a check failed
+        self.ok, self.skipped = bool(self.ok), bool(self.skipped)
+
     def to_dict(self) -> dict:
         return _jsonable(asdict(self))
 

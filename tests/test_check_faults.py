@@ -156,3 +156,18 @@ def test_an_extra_the_manifest_does_not_name_is_reported(bundle, tmp_path):
     results = _check(bundle)
     assert _failed(results) == {"files.sha256"}
     assert "model.onnx: not in the manifest" in results["files.sha256"]["detail"]
+
+
+def test_a_check_that_fails_by_a_numpy_comparison_is_counted_and_printed_as_json():
+    from bridges.checks import CheckResult
+    from mlx_edge.bundle.verify import CheckReport
+
+    # weights.encoder's verdict is `error <= tolerance` of NumPy floats: a numpy.bool_, not a bool
+    failed = CheckResult("weights.encoder", np.float32(0.5) <= np.float32(0.01), "relative error 0.5")
+    report = CheckReport(
+        "b", [failed, CheckResult("labels", np.True_), CheckResult("coreml.predict", True, skipped=True)]
+    )
+    counts = {key: report.to_dict()[key] for key in ("ok", "passed", "failed", "skipped")}
+    assert counts == {"ok": False, "passed": 1, "failed": 1, "skipped": 1}
+    assert all(type(v) in (bool, int) for v in counts.values())
+    assert json.loads(json.dumps(report.to_dict()))["results"][0]["ok"] is False
