@@ -27,20 +27,30 @@ CORPUS = [
 LABELS = ["finance", "health", "life", "study", "travel", "work"]
 
 
-def build_wordpiece(directory: Path, *, lowercase: bool = True, vocab_size: int = 400) -> Path:
-    """Train a small WordPiece vocab and save it as a transformers fast BERT tokenizer.
+def build_wordpiece(directory: Path, *, lowercase: bool = True) -> Path:
+    """A small WordPiece vocab of `CORPUS`, saved as a transformers fast BERT tokenizer: the special tokens,
+    the corpus's words (most frequent first), then each character alone and as a "##" continuation, so
+    every corpus text reads as whole words and any other text of its characters splits into them.
 
-    transformers 5 ignores `vocab_file=` (the tokenizer comes out with 5 tokens): pass `vocab=`.
+    Built here, not by `tokenizers`' WordPiece trainer: that trainer breaks ties in a randomized hash
+    order, so each process got another vocabulary (the same size, other pieces) and every fixture model
+    built on it trained to another teacher. transformers 5 ignores `vocab_file=`: pass `vocab=`.
     """
-    from tokenizers import BertWordPieceTokenizer
+    from collections import Counter
+
+    from tokenizers.normalizers import BertNormalizer
+    from tokenizers.pre_tokenizers import BertPreTokenizer
     from transformers import BertTokenizerFast
 
     directory.mkdir(parents=True, exist_ok=True)
-    trainer = BertWordPieceTokenizer(lowercase=lowercase)
-    trainer.train_from_iterator(CORPUS * 3, vocab_size=vocab_size, min_frequency=1)
-    trainer.save_model(str(directory))
+    normalizer, split = BertNormalizer(lowercase=lowercase), BertPreTokenizer()
+    words = Counter(w for text in CORPUS for w, _ in split.pre_tokenize_str(normalizer.normalize_str(text)))
+    chars = sorted({c for w in words for c in w})
+    whole = [w for w, _ in sorted(words.items(), key=lambda kv: (-kv[1], kv[0])) if len(w) > 1]
+    pieces = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *whole, *(f"##{c}" for c in chars)]
+    (directory / "vocab.txt").write_text("".join(f"{t}\n" for t in pieces), encoding="utf-8")
     fast = BertTokenizerFast(vocab=str(directory / "vocab.txt"), do_lower_case=lowercase)
-    assert fast.vocab_size == sum(1 for _ in open(directory / "vocab.txt", encoding="utf-8"))
+    assert fast.vocab_size == len(pieces)
     fast.save_pretrained(directory)
     return directory
 
