@@ -26,9 +26,9 @@ becomes "tiny-student". Under swift/Tests/MLXEdgeKitTests/Fixtures/:
                     tokenizer_cases.json: ids and masks the bundle's own tokenizer.json gives a
                     handful of texts through `tokenizers` (max length 32). tokenizer.json (320 kB,
                     nearly all of it the charsmap the spec also holds) and tokenizer_config.json
-                    stay out, as they may in an app. The Unigram trainer is not byte-reproducible
-                    (tied pieces come out in another order), so a rerun changes the ids; the Swift
-                    test reads them from the same fixture.
+                    stay out, as they may in an app. The Swift test reads the ids from the same
+                    fixture. (build_unigram puts the trainer's pieces in a fixed order since the
+                    committed fixture was made: a rerun now gives other ids than it, then the same.)
 
 The models (Encoder.mlpackage, Head.mlmodel, ...) are not copied: the Swift tests only read the
 manifest and the tokenizer. tests/test_swift_manifest_fixture.py fails when the exporter's manifest

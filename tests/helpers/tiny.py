@@ -111,7 +111,7 @@ def build_unigram(directory: Path, *, vocab_size: int = 300) -> Path:
     XLM-R's Precompiled charsmap then runs of spaces collapsed, Metaspace, `<s> $A </s>`), trained on
     `CORPUS` and saved as a transformers fast tokenizer: one MLXEdgeKit's UnigramTokenizer reproduces,
     so tiny Unigram students export."""
-    from tokenizers import Regex, SentencePieceUnigramTokenizer, normalizers, processors
+    from tokenizers import Regex, SentencePieceUnigramTokenizer, models, normalizers, processors
     from transformers import PreTrainedTokenizerFast
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -124,6 +124,11 @@ def build_unigram(directory: Path, *, vocab_size: int = 300) -> Path:
     specials = ["<s>", "<pad>", "</s>", "<unk>"]
     trainer.train_from_iterator(CORPUS * 3, vocab_size=vocab_size, special_tokens=specials, unk_token="<unk>")
     backend = trainer._tokenizer
+    # The trainer orders tied pieces (and nudges their scores by ~1e-4) in a randomized hash order, so each
+    # process got other ids: the pieces again in a fixed order, scores rounded, make every process's alike.
+    trained = json.loads(backend.to_str())["model"]["vocab"]
+    rest = sorted(((piece, round(score, 2)) for piece, score in trained[len(specials) :]), key=lambda p: (-p[1], p[0]))
+    backend.model = models.Unigram([(piece, 0.0) for piece in specials] + rest, unk_id=specials.index("<unk>"))
     backend.post_processor = processors.TemplateProcessing(
         single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
     )
