@@ -18,12 +18,12 @@ from functools import cache
 
 import numpy as np
 
+from mlx_edge.augment.scripts import IDEOGRAPH
 from mlx_edge.datasets import WORDNET_EXAMPLES
 
 OWN_SHARE = 0.3  # the share of a bag's words drawn from its row
 LATIN_WORDS = (3, 10)  # words in an English (Latin-script) bag, inclusive
 HAN_PIECES = (4, 12)  # pieces in a Chinese bag, inclusive
-IDEOGRAPH = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")  # neighbours.py's too
 _LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]+(?:'[a-z]+)?")  # accents kept
 
 

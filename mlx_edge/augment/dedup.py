@@ -11,7 +11,9 @@ import re
 import unicodedata
 from collections import defaultdict
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
+from mlx_edge.augment.scripts import HANGUL, IDEOGRAPHS, KANA
+
+_CJK = re.compile(f"[{IDEOGRAPHS}{KANA}{HANGUL}]")
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import random
 import re
 
-_TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\s\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_CJK_CHAR = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]$")
+from mlx_edge.augment.scripts import IDEOGRAPHS
+
+_TOKEN = re.compile(f"[{IDEOGRAPHS}]|[^\\s{IDEOGRAPHS}]+")
+_CJK_CHAR = re.compile(f"^[{IDEOGRAPHS}]$")
 EDITS = ("delete", "swap", "replace", "insert")
 
 

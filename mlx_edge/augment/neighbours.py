@@ -29,8 +29,8 @@ from pathlib import Path
 import mlx.core as mx
 import numpy as np
 
-from mlx_edge.augment.bags import IDEOGRAPH as _IDEOGRAPH
 from mlx_edge.augment.bags import han_pieces, word_bags
+from mlx_edge.augment.scripts import IDEOGRAPH, IDEOGRAPHS, KANA
 from mlx_edge.errors import ModelError, OutputError
 from mlx_edge.fileio import atomic_write_text, refuse_overwriting_inputs
 from mlx_edge.models.checkpoint import load_config
@@ -42,10 +42,8 @@ NEIGHBOURS = 10  # candidates per piece
 MAX_TRIES = 4  # draws per wanted sentence before a text gives fewer (a short text has few variants)
 HAN_VOCAB = 8000  # Chinese candidates from the teacher's vocabulary as well: its first N ideograph pieces of each kind
 EDITS_VERSION = 3  # in the edits stage's fingerprint: 2 added HAN_VOCAB, 3 word bags (old edits are redone)
-_HAN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_SPACED_HAN = re.compile(
-    r"(?<=[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]) (?=[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])"
-)
+_HAN = re.compile(f"[{KANA}{IDEOGRAPHS}]")
+_SPACED_HAN = re.compile(f"(?<=[{KANA}{IDEOGRAPHS}]) (?=[{KANA}{IDEOGRAPHS}])")
 
 
 def teacher_edits(
@@ -159,7 +157,7 @@ class _Plan:
             if token in self.special:
                 continue
             core = piece.lstrip("▁") if self.unigram else piece.removeprefix("##")
-            if not core or not all(_IDEOGRAPH.match(ch) for ch in core):
+            if not core or not all(IDEOGRAPH.match(ch) for ch in core):
                 continue
             kind = _kind(piece, self.unigram)
             group = out.setdefault(kind, set())
