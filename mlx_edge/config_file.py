@@ -134,7 +134,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "block_size": "weights per scale with quantize (32, 64 or 128)",
         "layer_map": "unset: uniform; student:teacher layer pairs, 0-based",
         "max_length": "unset: the targets cache's, else the teacher's",
-        "epochs": EPOCHS,
+        "epochs": f"{EPOCHS}, at most (step_budget may stop it sooner)",
         "min_steps": "at least this many steps: more epochs for a few hundred rows",
         "step_budget": f"unset: {EDITS_STEP_BUDGET} with teacher edits, {BROAD_STEP_BUDGET} with broad text alone, "
         "else none; fewer epochs past it",
