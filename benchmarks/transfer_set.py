@@ -341,8 +341,29 @@ def main() -> None:
             f" {r['retained']:8.1%}  {lang.get('en', '-'):<12} {lang.get('zh', '-'):<12} {r['total_minutes']}",
             file=sys.stderr,
         )
+    for line in seed_spread(results):
+        print(line, file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
+
+
+def seed_spread(results: list[dict]) -> list[str]:
+    """For each size and arm run on several seeds: the mean and the range of teacher, student and retained,
+    so that a margin smaller than the draws' spread is read as one."""
+    groups: dict[tuple[int, str], list[dict]] = {}
+    for r in results:
+        if "error" not in r:
+            groups.setdefault((r["size"], r["arm"]), []).append(r)
+    lines = []
+    for (size, arm), rows in groups.items():
+        if len(rows) < 2:
+            continue
+        cells = []
+        for key in ("teacher", "student", "retained"):
+            values = [r[key] for r in rows]
+            cells.append(f"{key} {np.mean(values):.1%} ({min(values):.1%}-{max(values):.1%})")
+        lines.append(f"{size:>4} {arm:<10} over {len(rows)} seeds: " + ", ".join(cells))
+    return (["\nmean (range) over seeds:"] + lines) if lines else []
 
 
 if __name__ == "__main__":

@@ -705,8 +705,47 @@ def final_report(
             {k: row[k] for k in BundleRow.__dataclass_fields__} for row in bundles if "dev_accuracy" in row
         ],
         "check": None if not checks else {"ok": not failed, "failed": failed},
+        "distill": distill_summary(student_manifest),
         "notes": notes,  # one line each: a model no better than chance or the majority label, flat soft labels
     }
+
+
+def distill_summary(manifest: dict) -> dict:
+    """How the first bundle's student trained, from its manifest: the epochs run against those asked
+    (min_steps may add some, step_budget take some: a few-label run's transfer set always meets its
+    budget), the steps, the transfer texts beside the labeled rows, and the epoch kept."""
+    loop, report = manifest.get("loop", {}), manifest.get("report", {})
+    return {
+        "epochs": loop.get("epochs"),
+        "min_steps": loop.get("min_steps"),
+        "step_budget": loop.get("step_budget"),
+        "epochs_run": report.get("epochs_run"),
+        "steps": report.get("steps"),
+        "stopped_early": bool(report.get("stopped_early", False)),
+        "transfer_rows": report.get("transfer_rows", 0),
+        "best_epoch": report.get("best_epoch"),
+        "kept": report.get("kept", "best"),
+    }
+
+
+def format_distill(summary: dict) -> str | None:
+    """One line: `distill: 3 of 10 epochs (step budget 1,500), 1,464 steps, ...`; None when the report
+    predates the summary."""
+    run, asked, budget = summary.get("epochs_run"), summary.get("epochs"), summary.get("step_budget")
+    if run is None or asked is None:
+        return None
+    if summary["stopped_early"]:
+        epochs = f"{run} of {asked} epochs (stopped early: no dev gain)"
+    elif run < asked and budget:
+        epochs = f"{run} of {asked} epochs (step budget {budget:,})"
+    elif run > asked:
+        epochs = f"{run} epochs ({asked} asked, too few steps for min_steps {summary['min_steps']:,})"
+    else:
+        epochs = f"{run} epochs"
+    texts = summary["transfer_rows"]
+    data = f"the labeled rows and {texts:,} transfer texts" if texts else "the labeled rows alone (no transfer set)"
+    kept = "the best on dev" if summary["kept"] == "best" else "the last"
+    return f"distill: {epochs}, {summary['steps']:,} steps, over {data}; kept epoch {summary['best_epoch']} ({kept})"
 
 
 RECOMMEND_WITHIN = 0.01  # 1 point
@@ -740,6 +779,9 @@ def format_report(report: dict) -> str:
         )
         for language, a in report.get("accuracy_by_language", {}).get(split, {}).items():
             lines.append(f"      {language} ({a['examples']}): teacher {a['teacher']:.1%}, student {a['student']:.1%}")
+    distill_line = format_distill(report.get("distill", {}))  # (a report of an older version has none)
+    if distill_line:
+        lines.append(distill_line)
     if "augment" in report:
         a = report["augment"]
         kept = ", ".join(f"{label} {n}" for label, n in a["kept"].items())

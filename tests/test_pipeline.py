@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from mlx_edge.cli import main
+from mlx_edge.pipeline import distill_summary, format_distill
 from tests.helpers.cli import assert_one_line_error
 from tests.helpers.pipeline import write_config
 
@@ -38,6 +39,12 @@ def test_run_micro_pipeline_then_skip_finished_stages(base_dir, toy_data, tmp_pa
     assert row["dev_accuracy"] == report["accuracy"]["dev"]["student"] and row["precision"] == "fp16"
     assert row["bundle_bytes"] == sum(report["bundle"]["files"].values()) and row["mlx_ms"] > 0
     assert "recommended: fp16" in first.output and "total" in first.output
+    # how the student trained, as its loop logged it: one metrics line per epoch; the toy file is a few
+    # steps an epoch, so min_steps ran more than the 2 epochs asked
+    epochs = len((tmp_path / "work" / "student" / "metrics.jsonl").read_text().splitlines())
+    assert report["distill"]["epochs_run"] == epochs > 2 and report["distill"]["transfer_rows"] == 0
+    assert f"distill: {epochs} epochs (2 asked, too few steps for min_steps 300)" in first.output
+    assert "over the labeled rows alone (no transfer set)" in first.output
 
     second = CliRunner().invoke(main, ["run", str(config), "--quiet"])
     assert second.exit_code == 0, second.output
@@ -50,6 +57,46 @@ def test_run_micro_pipeline_then_skip_finished_stages(base_dir, toy_data, tmp_pa
     assert third.exit_code == 0, third.output
     statuses = [s["status"] for s in json.loads((tmp_path / "work" / "report.json").read_text())["stages"]]
     assert statuses == ["skipped (up to date)", "skipped (up to date)", "ran", "ran", "ran", "ran"]
+
+
+def _summary(**changes) -> dict:
+    loop = {"epochs": 10, "min_steps": 300, "step_budget": 1500}
+    report = {
+        "epochs_run": 3,
+        "steps": 1464,
+        "stopped_early": False,
+        "transfer_rows": 14000,
+        "best_epoch": 3,
+        "kept": "last",
+    }
+    for key, value in changes.items():
+        (loop if key in loop else report)[key] = value
+    return distill_summary({"loop": loop, "report": report})
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        (
+            {},
+            "distill: 3 of 10 epochs (step budget 1,500), 1,464 steps, over the labeled rows and 14,000 transfer "
+            "texts; kept epoch 3 (the last)",
+        ),
+        (
+            {"epochs_run": 10, "step_budget": None, "kept": "best", "best_epoch": 7},
+            "distill: 10 epochs, 1,464 steps, over the labeled rows and 14,000 transfer texts; kept epoch 7 (the best on dev)",
+        ),
+        (
+            {"epochs_run": 34, "transfer_rows": 0, "step_budget": None},
+            "distill: 34 epochs (10 asked, too few steps for min_steps 300), 1,464 steps, over the labeled rows alone",
+        ),
+        ({"epochs_run": 4, "stopped_early": True}, "distill: 4 of 10 epochs (stopped early: no dev gain)"),
+    ],
+)
+def test_the_report_says_how_many_epochs_the_student_trained_and_why(changes, expected):
+    line = format_distill(_summary(**changes))
+    assert line.startswith(expected), line
+    assert format_distill({}) is None and format_distill(distill_summary({})) is None  # a report of an older version
 
 
 def test_bad_configs_get_one_line(tmp_path):
