@@ -21,6 +21,8 @@ from mlx_edge.settings import (
     BROAD_STEP_BUDGET,
     CONFIG_SECTIONS,
     DEMO_TEACHER,
+    DISTILL_LEARNING_RATE,
+    EDITS_LEARNING_RATE,
     EDITS_STEP_BUDGET,
     NEW_STUDENT_VOCAB_EXTRA,
 )
@@ -139,7 +141,7 @@ COMMENTS: dict[str, dict[str, str]] = {
         "step_budget": f"unset: {EDITS_STEP_BUDGET} with teacher edits, {BROAD_STEP_BUDGET} with broad text alone, "
         "else none; fewer epochs past it",
         "batch_size": BATCH,
-        "learning_rate": LR,
+        "learning_rate": f"unset: {EDITS_LEARNING_RATE:g} with edits and a blended teacher, else {DISTILL_LEARNING_RATE:g}",
         "warmup_ratio": WARMUP,
         "weight_decay": DECAY,
         "grad_accum": ACCUM,
@@ -204,6 +206,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "distill": {
         "vocab_extra": NEW_STUDENT_VOCAB_EXTRA,
         "step_budget": EDITS_STEP_BUDGET,
+        "learning_rate": DISTILL_LEARNING_RATE,
         "embedding_size": 128,
         "quantize": "int8",
         "layer_map": "0:2,1:5,2:8,3:11",

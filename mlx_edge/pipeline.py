@@ -44,6 +44,8 @@ from mlx_edge.settings import (
     BROAD_TEXT_BELOW,
     BROAD_TEXT_SHARE,
     CONFIG_SECTIONS,
+    DISTILL_LEARNING_RATE,
+    EDITS_LEARNING_RATE,
     EDITS_STEP_BUDGET,
     PIPELINE,
     SELF_TRAIN_BELOW,
@@ -215,14 +217,31 @@ def transfer_counts(config: PipelineConfig) -> tuple[int, int]:
     return int(edits), int(broad)
 
 
-def distill_settings(config: PipelineConfig, edits_per_row: int, broad: int = 0) -> DistillSettings:
+def distill_settings(
+    config: PipelineConfig, edits_per_row: int, broad: int = 0, teacher_blend: float = 1.0
+) -> DistillSettings:
     """[distill]'s settings for this run: with no step_budget of its own and no unlabeled files, a run
     whose transfer set is its teacher's edits (broad text may join them) gets EDITS_STEP_BUDGET, one whose
-    transfer set is broad text alone BROAD_STEP_BUDGET."""
+    transfer set is broad text alone BROAD_STEP_BUDGET. With no learning_rate of its own, such an edits
+    run whose teacher is blended toward its probe (`teacher_blend` < 1: a few dozen labels) gets
+    EDITS_LEARNING_RATE, every other run DISTILL_LEARNING_RATE."""
     ds = stage_settings(config, "distill")
     if ds.step_budget is None and not config.unlabeled and (edits_per_row or broad):
         ds = dataclasses.replace(ds, step_budget=EDITS_STEP_BUDGET if edits_per_row else BROAD_STEP_BUDGET)
+    if ds.learning_rate is None:
+        lower = edits_per_row and not config.unlabeled and teacher_blend < 1.0
+        ds = dataclasses.replace(ds, learning_rate=EDITS_LEARNING_RATE if lower else DISTILL_LEARNING_RATE)
     return ds
+
+
+def teacher_blend(teacher_dir: Path) -> float:
+    """The share of its fine-tune a teacher was written with (teacher train's `blend`, as decided; the rest
+    is its linear probe): 1.0 for a teacher that is its fine-tune alone, or whose manifest does not say."""
+    try:
+        manifest = json.loads((Path(teacher_dir) / "mlx_edge_manifest.json").read_text())
+        return float(manifest["hyperparameters"]["blend"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 1.0
 
 
 def _check_unlabeled(config: PipelineConfig, edits: int, broad: int) -> tuple[str, ...]:
@@ -350,7 +369,7 @@ def run_pipeline(
     # written from the rows distill trains on: no synthetic row can land in that split
     train, text_column, label_column = config.train, config.text_column, config.label_column
     unlabeled = tuple(config.unlabeled)
-    ds = distill_settings(config, edits_per_row, broad)
+    ds = distill_settings(config, edits_per_row, broad, teacher_blend(teacher_dir))
     if config.augment:
         augment_dir = out / "augment"
         llm_text = augment_dir / AUGMENT_TRANSFER  # absent in a workspace from before it was written

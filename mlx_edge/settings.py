@@ -311,7 +311,9 @@ class DistillSettings(StageSettings):
     # rows: 3 epochs 85.4% test, 10 epochs 87.9%)
     step_budget: int | None = None
     batch_size: int = 32
-    learning_rate: float = 2e-4
+    # peak rate; None: DISTILL_LEARNING_RATE, or EDITS_LEARNING_RATE in a pipeline whose transfer set is its
+    # teacher's edits and whose teacher is blended toward its probe
+    learning_rate: float | None = None
     warmup_ratio: float = 0.1
     weight_decay: float = 0.01
     grad_accum: int = 1
@@ -524,6 +526,16 @@ AUGMENT_LIST_TOKENS = 64
 # 3 epochs (this budget) 83.5% / 83.5% in 3.4, 2 epochs 83.3% / 82.5%; 100 rows (seed 0): 69.2% in 8.4
 # minutes, 4 epochs 68.7% in 3.5 (docs/distill.md)
 EDITS_STEP_BUDGET = 1500
+# [distill] learning_rate when nothing sets one; a student cut from its teacher learns its new task at it
+DISTILL_LEARNING_RATE = 2e-4
+# [distill] learning_rate of a pipeline run whose transfer set is the teacher's edits (no unlabeled files),
+# whose teacher is blended toward its linear probe (FEW_LABELS_BELOW: its layers mostly the pretrained
+# ones) and whose [distill] sets none: at half the rate the student cut from those layers keeps more of
+# what they knew of other text. To-do set, 100 rows, labels only (edits, word bags, broad text), the same
+# teachers: seeds 0-2 73.7 / 73.2 / 70.5% test at 2e-4, 74.3 / 74.2 / 71.7% at 1e-4, 74.2 / 73.3% (seeds
+# 0-1) at 5e-5. Not for a teacher that is its fine-tune alone: 300 rows (seed 0), to-do 84.8 -> 84.2%,
+# thucnews-titles 74.7 -> 74.6%, vader-sentiment 83.6 -> 83.0% at 1e-4 (docs/distill.md)
+EDITS_LEARNING_RATE = 1e-4
 # [distill] step_budget of a pipeline run whose only transfer set is broad text (no unlabeled files, no
 # edits) and whose [distill] sets none: 3 epochs from 1,000 to 5,000 labeled rows (10,000 sentences).
 # The demo's 3,000 rows, one teacher: 3 epochs dev 92.7% / test 93.3% (the demo's 10 epochs without broad

@@ -172,6 +172,42 @@ def test_a_run_whose_transfer_set_is_its_edits_gets_the_step_budget(tmp_path):
     assert budget(0, distill={"step_budget": 900}) == 900
 
 
+def test_a_run_of_edits_and_a_blended_teacher_learns_at_the_lower_rate(tmp_path):
+    """A teacher blended toward its probe (a few dozen labels) keeps mostly its pretrained layers, and a
+    student cut from them that learns its edits at EDITS_LEARNING_RATE keeps more of what they knew,
+    unless [distill] sets a rate. A teacher that is its fine-tune alone, a run with the user's text, with
+    broad text alone or with no transfer set keep DISTILL_LEARNING_RATE, and so does the `distill`
+    command (its option's default, and LoopConfig's when nothing sets one)."""
+    from mlx_edge.distill.loop import LoopConfig
+    from mlx_edge.pipeline import PipelineConfig, distill_settings, teacher_blend
+    from mlx_edge.settings import DISTILL, DISTILL_LEARNING_RATE, EDITS_LEARNING_RATE, FEW_LABELS_BLEND
+
+    train, notes = tmp_path / "train.jsonl", tmp_path / "notes.txt"
+    train.write_text(json.dumps({"text": "pay rent", "label": "a"}) + "\n")
+    notes.write_text("a note\n")
+
+    def rate(edits, broad=0, blend=FEW_LABELS_BLEND, **kw):
+        ds = distill_settings(PipelineConfig(out=tmp_path / "w", train=train, **kw), edits, broad, blend)
+        return LoopConfig.from_settings(ds).learning_rate
+
+    assert EDITS_LEARNING_RATE < DISTILL_LEARNING_RATE
+    assert DISTILL.learning_rate is None and LoopConfig.from_settings(DISTILL).learning_rate == DISTILL_LEARNING_RATE
+    assert rate(20) == rate(20, 10_000) == EDITS_LEARNING_RATE
+    assert rate(20, blend=1.0) == DISTILL_LEARNING_RATE  # 300 rows: no gain measured
+    assert rate(20, unlabeled=(notes,)) == rate(0, 10_000) == rate(0) == DISTILL_LEARNING_RATE
+    assert rate(20, distill={"learning_rate": 3e-4}) == 3e-4 and rate(0, distill={"learning_rate": 5e-5}) == 5e-5
+    # the blend as the teacher's manifest records it; a teacher whose manifest does not say is unblended
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    assert teacher_blend(teacher) == 1.0
+    (teacher / "mlx_edge_manifest.json").write_text(json.dumps({"hyperparameters": {"blend": 0.25}}))
+    assert teacher_blend(teacher) == 0.25
+    (teacher / "mlx_edge_manifest.json").write_text(json.dumps({"hyperparameters": {"epochs": 2}}))
+    assert teacher_blend(teacher) == 1.0
+    distill_option = next(p for p in main.commands["distill"].params if p.name == "learning_rate")
+    assert distill_option.default is None and f"[default: {DISTILL_LEARNING_RATE:g}]" in distill_option.help
+
+
 # words WordNet's examples never use, so a bag's own words are told from its broad ones
 ROWS = ["zorbix plimf quandle", "vexo zorbix", "复习线性代数", "привет мир"]
 HAN_POOL = ["的", "在", "和"]

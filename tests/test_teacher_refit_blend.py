@@ -63,6 +63,7 @@ def test_a_few_label_teacher_refits_and_blends_by_default(base_dir, toy_data, tm
     FEW_LABELS_BELOW) train twice and are written as FEW_LABELS_BLEND of the fine-tune; the 240 rows of the
     toy set (216 training rows) train once, unblended. Given a dev file (60 rows, too few to choose an
     epoch on), the 140 all train, once, and are blended."""
+    from mlx_edge.pipeline import teacher_blend
     from mlx_edge.settings import FEW_LABELS_BELOW, FEW_LABELS_BLEND
 
     train, dev = toy_data
@@ -79,6 +80,7 @@ def test_a_few_label_teacher_refits_and_blends_by_default(base_dir, toy_data, tm
         manifest = json.loads((out / MANIFEST_NAME).read_text())
         assert result.refit is refit and any(m.get("refit") for m in lines) is refit, name
         assert manifest["hyperparameters"]["blend"] == share, name
+        assert teacher_blend(out) == share, name  # what the pipeline reads to choose the student's rate
         assert manifest["hyperparameters"]["head"] == "probe", name
 
 

@@ -21,7 +21,15 @@ from mlx_edge.cli.options import (
 )
 from mlx_edge.distill.static_settings import STATIC
 from mlx_edge.errors import ConfigError
-from mlx_edge.settings import BROAD_STEP_BUDGET, DISTILL, EDITS_STEP_BUDGET, NEW_STUDENT_VOCAB_EXTRA, DistillSettings
+from mlx_edge.settings import (
+    BROAD_STEP_BUDGET,
+    DISTILL,
+    DISTILL_LEARNING_RATE,
+    EDITS_LEARNING_RATE,
+    EDITS_STEP_BUDGET,
+    NEW_STUDENT_VOCAB_EXTRA,
+    DistillSettings,
+)
 
 
 @click.command()
@@ -157,8 +165,9 @@ from mlx_edge.settings import BROAD_STEP_BUDGET, DISTILL, EDITS_STEP_BUDGET, NEW
     "--learning-rate",
     type=FiniteFloatRange(0, min_open=True),
     default=DISTILL.learning_rate,
-    show_default=True,
-    help="Peak learning rate (AdamW, warmup then linear decay).",
+    help=f"Peak learning rate (AdamW, warmup then linear decay); `mlx-edge run` uses {EDITS_LEARNING_RATE:g} for a "
+    "transfer set of teacher edits when its teacher is blended toward its probe (a few dozen labels).  "
+    f"[default: {DISTILL_LEARNING_RATE:g}]",
 )
 @renamed("--lr", "--learning-rate")
 @click.option(

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from mlx_edge.errors import DistillError
 from mlx_edge.metrics import keeps_last
-from mlx_edge.settings import DISTILL, DistillSettings
+from mlx_edge.settings import DISTILL, DISTILL_LEARNING_RATE, DistillSettings
 
 TERMS = ("kd", "ce", "hidden", "attention", "embedding")
 
@@ -57,7 +57,7 @@ class LoopConfig:
     # fewer epochs than `epochs` when they are more steps than this (run_loop); 0 here, as min_steps
     step_budget: int = 0
     batch_size: int = DISTILL.batch_size
-    learning_rate: float = DISTILL.learning_rate
+    learning_rate: float = DISTILL_LEARNING_RATE
     warmup_ratio: float = DISTILL.warmup_ratio
     weight_decay: float = DISTILL.weight_decay
     grad_accum: int = DISTILL.grad_accum
@@ -112,7 +112,6 @@ class LoopConfig:
                 "epochs",
                 "min_steps",
                 "batch_size",
-                "learning_rate",
                 "warmup_ratio",
                 "weight_decay",
                 "grad_accum",
@@ -130,6 +129,7 @@ class LoopConfig:
             weights=default_weights(s),
             two_stage_epochs=s.two_stage,
             step_budget=s.step_budget or 0,  # None: no cut (the pipeline sets one for teacher edits)
+            learning_rate=DISTILL_LEARNING_RATE if s.learning_rate is None else s.learning_rate,
         )
 
     def weights_at(self, epoch: int, progress: float) -> dict[str, float]:

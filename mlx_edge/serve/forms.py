@@ -32,7 +32,7 @@ DISTILL_DEFAULTS = {
     "distill_epochs": str(DISTILL.epochs),
     "teacher_max_length": "",  # empty: auto (the smallest length that holds 99% of the training texts)
     "teacher_learning_rate": str(TEACHER.learning_rate),
-    "distill_learning_rate": str(DISTILL.learning_rate),
+    "distill_learning_rate": "",  # empty: auto (lower for teacher edits and a blended teacher: pipeline.distill_settings)
     "augment_per_class": "20",
     "augment_llm": DEFAULT_LLM,
     "teacher_edits": "auto",
@@ -151,7 +151,7 @@ def distill_params(
         "distill_epochs": r.number("distill_epochs", int, 1, 1000),
         "teacher_max_length": r.number("teacher_max_length", int, 8, 512, optional=True),
         "teacher_learning_rate": r.number("teacher_learning_rate", float, 1e-7, 1.0),
-        "distill_learning_rate": r.number("distill_learning_rate", float, 1e-7, 1.0),
+        "distill_learning_rate": r.number("distill_learning_rate", float, 1e-7, 1.0, optional=True),
         "augment_per_class": r.number("augment_per_class", int, 1, 10_000) if r.form.get("augment") else None,
         "augment_llm": r.model("augment_llm", tuple(BUILTIN_LLMS), Path.is_dir, "an MLX LLM folder")
         if r.text("augment_llm")

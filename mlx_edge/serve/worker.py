@@ -62,7 +62,9 @@ def pipeline_config(params: dict, directory: Path, uploads: dict[str, str]) -> P
     if params["teacher_max_length"] is not None:  # else auto, the default
         config.teacher["max_length"] = params["teacher_max_length"]
     config.teacher["learning_rate"] = params["teacher_learning_rate"]
-    config.distill.update(student=params["distill_student"], learning_rate=params["distill_learning_rate"])
+    config.distill["student"] = params["distill_student"]
+    if params["distill_learning_rate"] is not None:  # else auto, the default
+        config.distill["learning_rate"] = params["distill_learning_rate"]
     return config
 
 
