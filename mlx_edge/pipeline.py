@@ -751,13 +751,13 @@ def format_distill(summary: dict) -> str | None:
     """One line: `distill: 3 of 10 epochs (step budget 1,500), 1,464 steps, ...`; None when the report
     predates the summary."""
     run, asked, budget = summary.get("epochs_run"), summary.get("epochs"), summary.get("step_budget")
-    if run is None or asked is None:
+    if run is None or asked is None or summary.get("steps") is None:
         return None
     if summary["stopped_early"]:
         epochs = f"{run} of {asked} epochs (stopped early: no dev gain)"
     elif run < asked and budget:
         epochs = f"{run} of {asked} epochs (step budget {budget:,})"
-    elif run > asked:
+    elif run > asked and summary.get("min_steps"):
         epochs = f"{run} epochs ({asked} asked, too few steps for min_steps {summary['min_steps']:,})"
     else:
         epochs = f"{run} epochs"

@@ -97,6 +97,7 @@ def test_the_report_says_how_many_epochs_the_student_trained_and_why(changes, ex
     line = format_distill(_summary(**changes))
     assert line.startswith(expected), line
     assert format_distill({}) is None and format_distill(distill_summary({})) is None  # a report of an older version
+    assert format_distill({**_summary(), "steps": None}) is None
 
 
 def test_bad_configs_get_one_line(tmp_path):
