@@ -33,8 +33,9 @@ from mlx_edge.datasets import WORDNET_SENTENCES, broad_english
 from mlx_edge.distill.api import student_rows
 from mlx_edge.distill.loop import LoopConfig
 from mlx_edge.distill.student import parse_layer_map, student_config
-from mlx_edge.errors import AugmentMismatch, ConfigError, DataError, DataWarning, SetupMismatch
+from mlx_edge.errors import AugmentMismatch, ConfigError, DataError, DataWarning, ManifestError, SetupMismatch
 from mlx_edge.fileio import atomic_write_json, atomic_write_text, disk_bytes, fingerprint
+from mlx_edge.manifest import read_manifest
 from mlx_edge.metrics import trivial_note
 from mlx_edge.models.checkpoint import load_config
 from mlx_edge.predict import predict_texts
@@ -238,9 +239,8 @@ def teacher_blend(teacher_dir: Path) -> float:
     """The share of its fine-tune a teacher was written with (teacher train's `blend`, as decided; the rest
     is its linear probe): 1.0 for a teacher that is its fine-tune alone, or whose manifest does not say."""
     try:
-        manifest = json.loads((Path(teacher_dir) / "mlx_edge_manifest.json").read_text())
-        return float(manifest["hyperparameters"]["blend"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return float((read_manifest(teacher_dir) or {})["hyperparameters"]["blend"])
+    except (ManifestError, KeyError, TypeError, ValueError):
         return 1.0
 
 
