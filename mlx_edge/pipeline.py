@@ -657,7 +657,11 @@ def final_report(
     out = Path(config.out)
     first = rungs[0]
     student_dir, bundle_dir = out / first.student, out / first.bundle
-    student_manifest = json.loads((student_dir / "mlx_edge_manifest.json").read_text())
+    student_manifest = read_manifest(student_dir) or {}
+    if "report" not in student_manifest:
+        raise ManifestError(
+            f"{student_dir} has no distill report in its manifest", "delete that folder and run again to redistill"
+        )
     distill_report = student_manifest["report"]
     max_length = student_manifest["max_length"]
     splits = {"dev": config.dev, "test": config.test}
