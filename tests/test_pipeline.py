@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from mlx_edge import ladder
 from mlx_edge.cli import main
-from mlx_edge.pipeline import distill_summary, format_distill
+from mlx_edge.errors import ManifestError
+from mlx_edge.manifest import MANIFEST_NAME
+from mlx_edge.pipeline import PipelineConfig, distill_summary, final_report, format_distill
 from tests.helpers.cli import assert_one_line_error
 from tests.helpers.pipeline import write_config
 
@@ -172,3 +175,17 @@ def test_demo_end_to_end_on_a_sample(tmp_path):
     # --teacher-epochs and --distill-epochs are exact (a quick look), not raised to the stages' step floors
     distilled = json.loads((tmp_path / "student" / "report.json").read_text())
     assert distilled["epochs_run"] == 1 and distilled["steps"] == 5  # 150 sampled rows, batch 32 (the floor: 300)
+
+
+def test_the_report_refuses_a_student_whose_manifest_has_no_distill_report(tmp_path):
+    """A hand-placed or damaged student folder (its manifest lacks the distill report) gets one line
+    naming the folder and what to do, not a KeyError, before any model is loaded."""
+    student = tmp_path / "out" / "student"
+    student.mkdir(parents=True)
+    (student / MANIFEST_NAME).write_text(json.dumps({"kind": "student", "max_length": 16}))
+    config = PipelineConfig(out=tmp_path / "out", train=tmp_path / "train.csv")
+    rung = ladder.Rung(kind="fp16", steps=(), student="student", bundle="bundle")
+    with pytest.raises(ManifestError) as caught:
+        final_report(config, tmp_path / "teacher", [rung], {}, [])
+    assert str(student) in caught.value.message and "no distill report" in caught.value.message
+    assert "redistill" in caught.value.hint
