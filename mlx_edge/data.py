@@ -582,10 +582,14 @@ def collate(
     return input_ids, mask
 
 
+IDEOGRAPHS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs: extension A, unified, compatibility
+IDEOGRAPH = re.compile(f"[{IDEOGRAPHS}]")
+
+
 def language_of(text: str) -> str:
     """ "zh" for a text with any CJK ideograph (mixed zh+en counts as zh), else "en": the two halves of
     the shipped data, reported apart so a strong half cannot hide a weak one."""
-    return "zh" if any("\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" for c in text) else "en"
+    return "zh" if IDEOGRAPH.search(text) else "en"
 
 
 def is_english(text: str) -> bool:

@@ -150,3 +150,5 @@ def test_language_of_splits_the_shipped_halves():
         "en",
         "en",
     ]
+    # extension A and the compatibility block are ideographs too, as the augment stage counts them
+    assert language_of("\u3400 notes") == language_of("\uf900 notes") == "zh"

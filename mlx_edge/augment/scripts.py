@@ -1,11 +1,11 @@
-"""The character ranges the augment stage tells scripts apart by, written once."""
+"""The character ranges the augment stage tells scripts apart by, written once (the ideographs in data.py, where
+language_of reads a text's half by the same ranges)."""
 
 from __future__ import annotations
 
-import re
+from mlx_edge.data import IDEOGRAPH, IDEOGRAPHS
 
-IDEOGRAPHS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs: extension A, unified, compatibility
+__all__ = ["HANGUL", "IDEOGRAPH", "IDEOGRAPHS", "KANA"]
+
 KANA = "\u3040-\u30ff"  # hiragana and katakana
 HANGUL = "\uac00-\ud7af"  # hangul syllables
-
-IDEOGRAPH = re.compile(f"[{IDEOGRAPHS}]")
