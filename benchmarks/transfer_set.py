@@ -26,6 +26,8 @@ English; `0` for `none`); use another --work to compare with and without. `--arm
 auto` is what `mlx-edge run` does with labels only from 1,000 to 5,000 rows. `--word-bags N` sets the
 word bags the edits stage writes at 20 edits per row (augment/bags.py; default the pipeline's 10,000;
 `0`: none), to compare the edits arm with and without them (another --work, or the same teacher given).
+`--distill KEY=VALUE` (repeatable) sets any `[distill]` setting of every arm; run in the --work of an
+earlier run, an arm keeps its teacher, edits and bags (their stages are done) and redistills alone.
 
 The arms of one size and seed share one teacher: the first arm trains it (or one an earlier run left
 in the same --work directory is reused), the others are given it, so they differ in the transfer set only.
@@ -52,6 +54,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import tomllib
 
 import mlx_edge  # noqa: F401  (OpenBLAS before mlx)
 from mlx_edge.datasets import todo_split
@@ -153,6 +156,7 @@ def run_arm(
     refit: str | None = None,
     self_train: str | None = None,
     broad_text: int | str | None = None,
+    distill: dict | None = None,
 ) -> dict:
     from mlx_edge.pipeline import PipelineConfig, run_pipeline
     from mlx_edge.settings import TEACHER
@@ -195,6 +199,7 @@ def run_arm(
             "calibrate": calibrate,
             **({"student": student} if student else {}),
             **({"epochs": distill_epochs} if distill_epochs else {}),
+            **(distill or {}),
         },
     )
     start = time.perf_counter()
@@ -229,6 +234,17 @@ def _distill_report(out: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
+def distill_setting(text: str) -> tuple[str, object]:
+    """--distill's KEY=VALUE: the value read as a config's TOML reads it, else as the string written."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE, e.g. hidden_weight=0")
+    try:
+        return key.strip(), tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return key.strip(), value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="todo", choices=DATASETS)
@@ -258,6 +274,15 @@ def main() -> None:
         help="[distill] calibrate = false (the teacher's soft labels as they are)",
     )
     parser.add_argument("--distill-epochs", type=int, default=None, help="[distill] epochs (default: its default)")
+    parser.add_argument(
+        "--distill",
+        type=distill_setting,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any [distill] setting of every arm, as a config writes it (repeat it: --distill hidden_weight=0 "
+        "--distill attention_weight=0). In the --work of an earlier run the arm keeps its teacher and edits",
+    )
     parser.add_argument(
         "--broad-text",
         type=lambda v: v if v == "auto" else int(v),
@@ -323,6 +348,7 @@ def main() -> None:
                     args.teacher_refit,
                     args.teacher_self_train,
                     args.broad_text,
+                    dict(args.distill),
                 )
                 if args.drop_targets:
                     shutil.rmtree(base / arm / "targets", ignore_errors=True)
