@@ -50,11 +50,11 @@ import random
 import shutil
 import sys
 import time
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-import tomllib
 
 import mlx_edge  # noqa: F401  (OpenBLAS before mlx)
 from mlx_edge.datasets import todo_split

@@ -18,7 +18,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -349,7 +349,7 @@ def _build(
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "model": {
             "description": about,
             "author": meta["author"],

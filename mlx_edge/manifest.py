@@ -43,7 +43,7 @@ def file_fingerprint(path: Path) -> dict[str, Any]:
 def write_manifest(directory: Path, kind: str, **fields: Any) -> dict[str, Any]:
     manifest = {
         "kind": kind,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "versions": versions(),
         **fields,
     }

@@ -119,6 +119,7 @@ def test_the_supported_python_is_the_one_ci_proves():
     """pyproject's requires-python, doctor's check and setup.sh's guard admit the Python the lock was proven on
     (CI's), and refuse 3.10, where `mlx-edge run` cannot import tomllib."""
     import tomllib  # lazy: the test runs on the proven Python, 3.11+
+
     from packaging.specifiers import SpecifierSet
 
     from mlx_edge import doctor

@@ -382,7 +382,7 @@ def _write_manifest(
     manifest.update(
         {
             "kind": "augment",
-            "updated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "updated": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "versions": versions(),
             "setup": setup,
             "rounds": rounds,
