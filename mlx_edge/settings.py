@@ -534,8 +534,9 @@ DISTILL_LEARNING_RATE = 2e-4
 # what they knew of other text. To-do set, 100 rows, labels only (edits, word bags, broad text), the same
 # teachers: seeds 0-2 73.7 / 73.2 / 70.5% test at 2e-4, 74.3 / 74.2 / 71.7% at 1e-4, 74.2 / 73.3% (seeds
 # 0-1) at 5e-5; thucnews-titles 100 (seed 0) 67.9 -> 70.2%; vader-sentiment 100 (seeds 0-2) 80.2 / 80.7 /
-# 76.3 -> 78.8 / 80.3 / 78.2% (no change on average). Not for a teacher that is its fine-tune alone: 300 rows (seed 0), to-do 84.8 -> 84.2%,
-# thucnews-titles 74.7 -> 74.6%, vader-sentiment 83.6 -> 83.0% at 1e-4 (docs/distill.md)
+# 76.3 -> 78.8 / 80.3 / 78.2% (no change on average). Not for a teacher that is its fine-tune alone: 300
+# rows (seed 0), to-do 84.8 -> 84.2%, thucnews-titles 74.7 -> 74.6%, vader-sentiment 83.6 -> 83.0% at 1e-4
+# (docs/distill.md)
 EDITS_LEARNING_RATE = 1e-4
 # [distill] step_budget of a pipeline run whose only transfer set is broad text (no unlabeled files, no
 # edits) and whose [distill] sets none: 3 epochs from 1,000 to 5,000 labeled rows (10,000 sentences).

@@ -18,7 +18,7 @@ from functools import cache
 
 import numpy as np
 
-from mlx_edge.augment.scripts import IDEOGRAPH
+from mlx_edge.data import IDEOGRAPH
 from mlx_edge.datasets import WORDNET_EXAMPLES
 
 OWN_SHARE = 0.3  # the share of a bag's words drawn from its row

@@ -11,7 +11,8 @@ import re
 import unicodedata
 from collections import defaultdict
 
-from mlx_edge.augment.scripts import HANGUL, IDEOGRAPHS, KANA
+from mlx_edge.augment.scripts import HANGUL, KANA
+from mlx_edge.data import IDEOGRAPHS
 
 _CJK = re.compile(f"[{IDEOGRAPHS}{KANA}{HANGUL}]")
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import re
 
-from mlx_edge.augment.scripts import IDEOGRAPHS
+from mlx_edge.data import IDEOGRAPHS
 
 _TOKEN = re.compile(f"[{IDEOGRAPHS}]|[^\\s{IDEOGRAPHS}]+")
 _CJK_CHAR = re.compile(f"^[{IDEOGRAPHS}]$")

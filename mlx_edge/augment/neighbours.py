@@ -30,7 +30,8 @@ import mlx.core as mx
 import numpy as np
 
 from mlx_edge.augment.bags import han_pieces, word_bags
-from mlx_edge.augment.scripts import IDEOGRAPH, IDEOGRAPHS, KANA
+from mlx_edge.augment.scripts import KANA
+from mlx_edge.data import IDEOGRAPH, IDEOGRAPHS
 from mlx_edge.errors import ModelError, OutputError
 from mlx_edge.fileio import atomic_write_text, refuse_overwriting_inputs
 from mlx_edge.models.checkpoint import load_config
