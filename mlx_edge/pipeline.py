@@ -28,7 +28,7 @@ from mlx_edge.augment.neighbours import EDITS_VERSION, write_teacher_edits
 from mlx_edge.augment.report import AugmentResult, format_details
 from mlx_edge.bundle.table import BundleRow, bundle_row
 from mlx_edge.check import check_bundle
-from mlx_edge.data import LabeledData, LabelMap, is_english, language_of, read_labeled
+from mlx_edge.data import LabeledData, LabelMap, english_rows, language_of, read_labeled
 from mlx_edge.datasets import WORDNET_SENTENCES, broad_english
 from mlx_edge.distill.api import student_rows
 from mlx_edge.distill.loop import LoopConfig
@@ -201,7 +201,7 @@ def transfer_counts(config: PipelineConfig) -> tuple[int, int]:
     TEACHER_EDITS per row, below SELF_TRAIN_BELOW labeled rows when the run has no unlabeled files (a
     student of a few hundred rows memorizes them; the text users bring does more: docs/distill.md);
     broad text, BROAD_TEXT sentences, below BROAD_TEXT_BELOW labeled rows when at least BROAD_TEXT_SHARE
-    of them are English (data.is_english): English words a few thousand rows never show. It joins the
+    of them are English (data.english_rows): English words a few thousand rows never show. It joins the
     transfer set, or is one of its own."""
     edits, broad = config.teacher_edits, config.broad_text
     if edits != "auto" and broad != "auto":
@@ -213,7 +213,7 @@ def transfer_counts(config: PipelineConfig) -> tuple[int, int]:
     if edits == "auto":
         edits = TEACHER_EDITS if few and not config.unlabeled else 0
     if broad == "auto":
-        english = sum(is_english(t) for t in texts)
+        english = english_rows(texts)
         broad = BROAD_TEXT if len(texts) < BROAD_TEXT_BELOW and english >= BROAD_TEXT_SHARE * len(texts) else 0
     return int(edits), int(broad)
 

@@ -83,6 +83,49 @@ def test_auto_adds_broad_text_to_a_few_thousand_english_rows(tmp_path):
     assert counts(chinese_digits, unlabeled=(notes,)) == (0, 0)  # no CJK but no letters either
     assert counts(english, unlabeled=(notes,), broad_text=0) == (0, 0)
     assert counts(chinese, teacher_edits=5, broad_text=123) == (5, 123)
+    # Latin letters in another language: French rows get edits, not English sentences
+    french = _rows(tmp_path / "fr.jsonl", [f"Prendre rendez-vous chez le dentiste lundi {i}" for i in range(100)])
+    assert counts(french) == (TEACHER_EDITS, 0)
+
+
+def test_english_rows_tells_english_from_other_latin_languages():
+    """The rows' words, pooled, against WordNet's 1,000 most common ones: the shipped to-do set's English
+    half and written French, Spanish, German and Italian sets (not from any model or the code)."""
+    from mlx_edge.data import english_rows, is_latin
+    from mlx_edge.datasets import todo_split
+
+    todo = [json.loads(line)["text"] for line in todo_split("train").read_text(encoding="utf-8").splitlines()]
+    assert english_rows(todo) == sum(map(is_latin, todo)) == 1485  # every Latin row
+    written = {
+        "fr": [
+            "Acheter du pain et du lait pour demain matin",
+            "Payer la facture d'électricité avant vendredi",
+            "Le service était lent et la nourriture froide",
+            "Réserver un hôtel à Lyon pour le week-end",
+        ],
+        "es": [
+            "Comprar pan y leche para mañana",
+            "Llamar al médico para pedir cita",
+            "La comida estaba fría y el servicio fue lento",
+            "Reservar un vuelo a Madrid",
+        ],
+        "de": [
+            "Zahnarzttermin für Montag vereinbaren",
+            "Die Stromrechnung bis Freitag bezahlen",
+            "Das Essen war kalt und der Service langsam",
+            "Für die Prüfung lernen",
+        ],
+        "it": [
+            "Pagare la bolletta della luce entro venerdì",
+            "Prenotare un volo per Roma",
+            "Il cibo era freddo e il servizio lento",
+            "Studiare per l'esame di storia",
+        ],
+    }
+    for language, texts in written.items():
+        assert english_rows(texts) == 0, language
+    assert english_rows(["Book a dentist appointment", "复习线性代数", "2024"]) == 1
+    assert english_rows([]) == 0 and english_rows(["复习线性代数"]) == 0
 
 
 @pytest.mark.parametrize("value", [-1, "many", True, 2.5, WORDNET_SENTENCES + 1])

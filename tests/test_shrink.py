@@ -211,6 +211,9 @@ def test_english_rows_share_of_extra_pieces_are_the_ones_english_text_uses_most(
         plan_vocab(directory, chinese, "seen+script", extra=6, reference=reference).keep,
         plan_vocab(directory, chinese, "seen+script", extra=6).keep,
     )
+    # French rows write Latin letters but are not English: no share by WordNet's use either
+    french = ["Payer la facture de la carte", "Prendre rendez-vous chez le dentiste"]
+    assert plan_vocab(directory, french, "seen+script", extra=6, reference=reference).from_reference == 0
 
 
 def test_wordpiece_extra_pieces_follow_the_vocabulary_order(tmp_path):

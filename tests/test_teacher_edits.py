@@ -235,6 +235,19 @@ def test_word_bags_mix_a_rows_words_with_broad_words_of_its_script():
     assert bags == word_bags(ROWS, 600, han=HAN_POOL, seed=0) != word_bags(ROWS, 600, han=HAN_POOL, seed=1)
 
 
+def test_word_bags_of_rows_in_another_latin_language_draw_on_the_rows_not_on_wordnet():
+    from mlx_edge.augment.bags import OWN_SHARE, word_bags
+
+    rows = ["zorbix plimf", "quandle vexo", "troumf"]
+    words = {w for row in rows for w in row.split()}
+    bags = word_bags(rows, 300, han=HAN_POOL, seed=0, english=False)
+    assert len(bags) > 250 and all(set(b.split()) <= words for b in bags)  # no WordNet word
+    third = [b.split() for b in bags[-100:]]  # the last row's bags: its own word, then the others'
+    share = sum(w == "troumf" for b in third for w in b) / sum(map(len, third))
+    assert OWN_SHARE < share < 0.6, share  # its own word plus its share of the pool (1 of 5 words)
+    assert word_bags(rows, 300, han=HAN_POOL, seed=0) != bags  # English rows' pool: WordNet's words
+
+
 def test_word_bags_count_and_the_rows_that_get_none():
     from mlx_edge.augment.bags import han_pieces, word_bags
 

@@ -7,7 +7,9 @@ from a broad pool of that script: the words of WordNet's example sentences (weig
 root of their count) or the teacher's HAN_VOCAB most probable Chinese pieces. Bags are not sentences;
 the teacher answers them all the same, and the student learns the teacher's answers on the words and
 characters its few rows never combine (to-do set, 100 labeled rows, labels only: docs/distill.md).
-A row with Latin letters gets English words (WordNet's); rows in other scripts (Cyrillic, Arabic, ...) none.
+A row with Latin letters gets English words (WordNet's) when the rows are English (data.english_rows),
+else the words of the other rows (a French set's bags are French); rows in other scripts (Cyrillic,
+Arabic, ...) none.
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ _LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]+(?:'[
 def _broad_words() -> tuple[list[str], np.ndarray]:
     """WordNet's example words (lowercase) and their cumulative sampling weights (square root of the count)."""
     with open(WORDNET_EXAMPLES, encoding="utf-8") as lines:
-        counts = Counter(w.lower() for line in lines for w in _LATIN_WORD.findall(line))
+        return _weighted(Counter(w.lower() for line in lines for w in _LATIN_WORD.findall(line)))
+
+
+def _weighted(counts: Counter) -> tuple[list[str], np.ndarray]:
+    """Words in order and their cumulative sampling weights (square root of the count)."""
     words = sorted(counts)
     weights = np.sqrt(np.array([counts[w] for w in words], dtype=np.float64))
     return words, np.cumsum(weights / weights.sum())
@@ -50,14 +56,18 @@ def han_pieces(pieces: list[str], most: int) -> list[str]:
     return out
 
 
-def word_bags(texts: list[str], total: int, *, han: list[str], seed: int = 0) -> list[str]:
+def word_bags(texts: list[str], total: int, *, han: list[str], seed: int = 0, english: bool = True) -> list[str]:
     """About `total` bags from `texts` (spread evenly over them, in text order), none equal to a text or to
-    another bag. `han`: the Chinese pool (han_pieces); a Chinese row with an empty pool gets none."""
+    another bag. `han`: the Chinese pool (han_pieces); a Chinese row with an empty pool gets none.
+    `english`: whether the Latin-script rows are English (their pool is WordNet's words, else the rows')."""
     if total < 0:
         raise ValueError("total must be >= 0")
     if total == 0 or not texts:
         return []
-    words, cumulative = _broad_words()
+    if english:
+        words, cumulative = _broad_words()
+    else:
+        words, cumulative = _weighted(Counter(w.lower() for text in texts for w in _LATIN_WORD.findall(text)))
     rng = np.random.default_rng(seed)
     base, extra = divmod(total, len(texts))
     seen = {" ".join(t.split()) for t in texts}

@@ -31,7 +31,7 @@ import numpy as np
 
 from mlx_edge.augment.bags import han_pieces, word_bags
 from mlx_edge.augment.scripts import KANA
-from mlx_edge.data import IDEOGRAPH, IDEOGRAPHS
+from mlx_edge.data import IDEOGRAPH, IDEOGRAPHS, english_rows
 from mlx_edge.errors import ModelError, OutputError
 from mlx_edge.fileio import atomic_write_text, refuse_overwriting_inputs
 from mlx_edge.models.checkpoint import load_config
@@ -42,7 +42,7 @@ RATE = 0.4  # TinyBERT's replacement probability per word
 NEIGHBOURS = 10  # candidates per piece
 MAX_TRIES = 4  # draws per wanted sentence before a text gives fewer (a short text has few variants)
 HAN_VOCAB = 8000  # Chinese candidates from the teacher's vocabulary as well: its first N ideograph pieces of each kind
-EDITS_VERSION = 3  # in the edits stage's fingerprint: 2 added HAN_VOCAB, 3 word bags (old edits are redone)
+EDITS_VERSION = 4  # in the edits stage's fingerprint: 2 HAN_VOCAB, 3 word bags, 4 bags of a non-English Latin set (old edits redone)
 _HAN = re.compile(f"[{KANA}{IDEOGRAPHS}]")
 _SPACED_HAN = re.compile(f"(?<=[{KANA}{IDEOGRAPHS}]) (?=[{KANA}{IDEOGRAPHS}])")
 
@@ -230,7 +230,15 @@ def write_teacher_edits(
     tokenizer = load_tokenizer(teacher)  # once, for the edits and the bags' Chinese pool
     sentences = teacher_edits(teacher, rows.train.texts, per_text, seed=seed, tokenizer=tokenizer)
     made_bags = (
-        word_bags(rows.train.texts, bags, han=han_pieces(tokenizer.pieces(), HAN_VOCAB), seed=seed) if bags else []
+        word_bags(
+            rows.train.texts,
+            bags,
+            han=han_pieces(tokenizer.pieces(), HAN_VOCAB),
+            seed=seed,
+            english=english_rows(rows.train.texts) > 0,
+        )
+        if bags
+        else []
     )
 
     def text(path: Path, texts: list[str]) -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from mlx_edge.data import is_english
+from mlx_edge.data import english_rows
 from mlx_edge.errors import ModelError
 from mlx_edge.fileio import atomic_write_text
 
@@ -125,7 +125,7 @@ def plan_vocab(
                 keep.add(i)
     used = []
     if extra:
-        english = sum(is_english(t) for t in texts)
+        english = english_rows(texts)
         share = round(extra * english / max(1, len(texts)))
         if reference and share:
             used = _most_used(backend, reference, table, scripts, keep, share)
