@@ -14,26 +14,22 @@ Arabic, ...) none.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from functools import cache
 
 import numpy as np
 
-from mlx_edge.data import IDEOGRAPH
-from mlx_edge.datasets import WORDNET_EXAMPLES
+from mlx_edge.data import IDEOGRAPH, LATIN_WORD, wordnet_words
 
 OWN_SHARE = 0.3  # the share of a bag's words drawn from its row
 LATIN_WORDS = (3, 10)  # words in an English (Latin-script) bag, inclusive
 HAN_PIECES = (4, 12)  # pieces in a Chinese bag, inclusive
-_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f]+(?:'[a-z]+)?")  # accents kept
 
 
 @cache
 def _broad_words() -> tuple[list[str], np.ndarray]:
     """WordNet's example words (lowercase) and their cumulative sampling weights (square root of the count)."""
-    with open(WORDNET_EXAMPLES, encoding="utf-8") as lines:
-        return _weighted(Counter(w.lower() for line in lines for w in _LATIN_WORD.findall(line)))
+    return _weighted(wordnet_words())
 
 
 def _weighted(counts: Counter) -> tuple[list[str], np.ndarray]:
@@ -67,14 +63,14 @@ def word_bags(texts: list[str], total: int, *, han: list[str], seed: int = 0, en
     if english:
         words, cumulative = _broad_words()
     else:
-        words, cumulative = _weighted(Counter(w.lower() for text in texts for w in _LATIN_WORD.findall(text)))
+        words, cumulative = _weighted(Counter(w.lower() for text in texts for w in LATIN_WORD.findall(text)))
     rng = np.random.default_rng(seed)
     base, extra = divmod(total, len(texts))
     seen = {" ".join(t.split()) for t in texts}
     out = []
     for index, text in enumerate(texts):
         chinese = bool(IDEOGRAPH.search(text))
-        own = IDEOGRAPH.findall(text) if chinese else [w.lower() for w in _LATIN_WORD.findall(text)]
+        own = IDEOGRAPH.findall(text) if chinese else [w.lower() for w in LATIN_WORD.findall(text)]
         pool = han if chinese else words
         if not own or not pool:
             continue
